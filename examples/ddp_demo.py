@@ -1,0 +1,71 @@
+"""A small real DDP training: 4 ranks fit a linear model on CPU with gloo.
+
+Started by torchrun (which sets RANK, LOCAL_RANK, WORLD_SIZE); anylaunch adds NODE_RANK,
+NNODES and MASTER_ADDR/PORT. Prints its loss each step and saves a checkpoint that a
+rerun resumes from.
+"""
+
+import argparse
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--checkpoint-dir", default=os.environ.get("CHECKPOINT_DIR", "checkpoints"))
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    print(
+        f"rank={rank} local_rank={os.environ['LOCAL_RANK']} node_rank={os.environ['NODE_RANK']}"
+        f" world_size={world} master={os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
+        flush=True,
+    )
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    ckpt = Path(args.checkpoint_dir) / "latest.pt"
+    start = 0
+    if ckpt.exists():
+        state = torch.load(ckpt, weights_only=True)
+        model.module.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start = state["step"]
+        if rank == 0:
+            print(f"resumed from {ckpt} at step {start}", flush=True)
+
+    true_w = torch.arange(8, dtype=torch.float32).unsqueeze(1) / 8
+    gen = torch.Generator().manual_seed(1000 + rank)
+    for step in range(start, start + args.steps):
+        x = torch.randn(32, 8, generator=gen)
+        loss = torch.nn.functional.mse_loss(model(x), x @ true_w)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        reduced = loss.detach().clone()
+        dist.all_reduce(reduced)
+        if rank == 0:
+            print(f"step {step + 1} loss {reduced.item() / world:.4f}", flush=True)
+
+    if rank == 0:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ckpt.with_suffix(".tmp")
+        step = start + args.steps
+        torch.save(
+            {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
+            tmp,
+        )
+        tmp.replace(ckpt)  # a checkpoint is complete or absent, never half-written
+        print(f"saved checkpoint {ckpt} at step {step}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from anylaunch.cli import main
+
+main()

@@ -1,0 +1,203 @@
+"""The Python API; the CLI is a thin layer over these functions.
+
+spec = anylaunch.load("train.yaml")
+job = anylaunch.submit(spec)          # returns at once
+job.wait(); print(job.logs())
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from anylaunch import config
+from anylaunch.backends.base import get_backend
+from anylaunch.errors import BackendError
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store, new_id
+
+if TYPE_CHECKING:
+    from anylaunch.plan import Plan
+    from anylaunch.spec import JobSpec
+
+
+def load(
+    path: str | os.PathLike[str],
+    *,
+    overrides: Sequence[str] = (),
+    command: Sequence[str] | None = None,
+) -> JobSpec:
+    """Read and validate a job file; `command` replaces the file's command (`run -- ...`)."""
+    spec = config.load(path, overrides_=overrides)
+    if command:
+        spec = spec.model_copy(update={"command": list(command)})
+    return spec
+
+
+def plan(spec: JobSpec, backend: str | None = None, *, store: Store | None = None) -> Plan:
+    """Render what `submit` would send, with no side effects on any backend."""
+    store = store or Store()
+    name = config.route(spec, backend)
+    impl = get_backend(name)
+    job_id = new_id()
+    ctx = impl.prepare(spec, job_id, str(store.jobs_dir(job_id)), store, reserve=False)
+    return impl.plan(spec, ctx)
+
+
+def submit(
+    spec: JobSpec,
+    backend: str | None = None,
+    *,
+    store: Store | None = None,
+    run_id: str | None = None,
+    split_id: int | None = None,
+) -> Job:
+    """Record the job, then submit it; returns as soon as the backend accepted it."""
+    store = store or Store()
+    name = config.route(spec, backend)
+    impl = get_backend(name)
+    job_id = new_id()
+    job_dir = str(store.jobs_dir(job_id))
+    ctx = impl.prepare(spec, job_id, job_dir, store)
+    the_plan = impl.plan(spec, ctx)
+    record = store.add(
+        JobRecord(
+            id=job_id,
+            name=the_plan.name,
+            backend=name,
+            state=State.PENDING,
+            job_dir=job_dir,
+            run_id=run_id,
+            split_id=split_id,
+            spec=spec.redacted(),
+            plan=the_plan.model_dump(mode="json"),
+        )
+    )
+    secrets = {k: spec.env[k] for k in the_plan.secret_env}
+    try:
+        native_id, meta = impl.submit(the_plan, secrets)
+    except Exception as exc:
+        store.transition(job_id, State.FAILED, detail=f"submit failed: {exc}")
+        if isinstance(exc, BackendError):
+            raise
+        raise BackendError(f"submit to {name} failed: {exc}") from exc
+    store.set_native(job_id, native_id, meta)
+    record.native_id, record.meta = native_id, meta
+    return Job(record, store)
+
+
+def get(job_id: str, *, store: Store | None = None) -> Job:
+    store = store or Store()
+    return Job(store.get(job_id), store)
+
+
+def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
+    """Poll every live job with one backend call per backend; terminal jobs are never polled."""
+    live: dict[str, list[JobRecord]] = {}
+    for record in records:
+        if not record.state.terminal:
+            live.setdefault(record.backend, []).append(record)
+    for backend, jobs in live.items():
+        observed = get_backend(backend).poll(jobs)
+        for job in jobs:
+            seen = observed.get(job.id)
+            if seen is None:
+                continue
+            state = seen.state
+            if job.cancel_requested_at and state in (State.FAILED, State.UNKNOWN):
+                state = State.CANCELLED  # a kill we asked for is not a failure
+            if store.transition(job.id, state, exit_code=seen.exit_code, detail=seen.detail):
+                job.state, job.exit_code = state, seen.exit_code
+                job.detail = seen.detail or job.detail
+    return list(records)
+
+
+class Job:
+    """A submitted job: a handle on its row in the store and on its backend."""
+
+    def __init__(self, record: JobRecord, store: Store) -> None:
+        self.record = record
+        self._store = store
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def backend(self) -> str:
+        return self.record.backend
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id!r}, backend={self.backend!r}, state={self.record.state.value!r})"
+
+    def _reload(self) -> JobRecord:
+        self.record = self._store.get(self.id)
+        return self.record
+
+    def status(self) -> State:
+        """The current state, polling the backend if the job is still live."""
+        record = self._reload()
+        if not record.state.terminal:
+            refresh([record], self._store)
+            record = self._reload()
+        return record.state
+
+    def wait(self, timeout: float | None = None, poll_interval: float = 0.5) -> State:
+        """Block until the job is terminal (or `timeout` seconds pass); return its state."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = min(poll_interval, 0.2)
+        while True:
+            state = self.status()
+            if state.terminal or (deadline is not None and time.monotonic() >= deadline):
+                return state
+            time.sleep(interval)
+            interval = min(interval * 1.5, poll_interval)  # quick for short jobs, gentle later
+
+    def logs(self, node: int | None = None, tail: int | None = None) -> str:
+        """The job's output so far; several nodes are prefixed `[node N]`."""
+        sources = list(get_backend(self.backend).logs(self._reload(), node))
+        chunks = []
+        for source in sources:
+            text = source.text if source.text is not None else _read(source.path)
+            lines = text.splitlines()
+            if tail is not None:
+                lines = lines[-tail:] if tail > 0 else []
+            if len(sources) > 1:
+                lines = [f"[node {source.node}] {line}" for line in lines]
+            chunks.extend(lines)
+        return "\n".join(chunks) + ("\n" if chunks else "")
+
+    def cancel(self) -> State:
+        """Record the intent, stop the job on its backend, and return the final state."""
+        record = self._reload()
+        if record.state.terminal:
+            return record.state
+        self._store.request_cancel(self.id)
+        get_backend(self.backend).cancel(self._reload())
+        return self.status()
+
+    def events(self) -> list[dict[str, Any]]:
+        return self._store.events(self.id)
+
+
+def _read(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return ""
+
+
+def jobs(
+    *,
+    store: Store | None = None,
+    limit: int | None = 50,
+    states: Iterable[State] = (),
+    backend: str | None = None,
+) -> list[JobRecord]:
+    store = store or Store()
+    return refresh(store.list(limit=limit, states=tuple(states), backend=backend), store)

@@ -1,0 +1,1 @@
+"""The lepton backend."""

@@ -1,0 +1,231 @@
+"""The local backend: torchrun on this machine, N simulated nodes on 127.0.0.1.
+
+A detached supervisor process (`supervisor.py`) owns the node processes, so a job keeps
+running and still gets its final state recorded after the CLI that started it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psutil
+
+from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
+from anylaunch.backends.local import plan as local_plan
+from anylaunch.errors import BackendError
+from anylaunch.plan import Plan
+from anylaunch.spec import JobSpec
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store
+
+RESULT_FILE = "result.json"
+PLAN_FILE = "plan.json"
+# Below Linux's ephemeral range (32768+), so outgoing connections never take our port.
+_PORT_RANGE = (20000, 32000)
+
+# Supervisors started by this process, kept so that polling reaps them (no zombies).
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class LocalBackend:
+    name: ClassVar[str] = "local"
+    capabilities: ClassVar[Capabilities] = Capabilities(cancel_on_interrupt=True)
+
+    def prepare(
+        self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
+    ) -> PlanContext:
+        section = spec.local
+        nnodes = (section.nnodes if section else None) or spec.nodes or 1
+        nproc: int | str | None = (
+            section.nproc_per_node if section else None
+        ) or spec.gpus_per_node
+        if nproc in (None, "auto"):
+            nproc = _visible_gpus() or 1
+        master_addr = section.master_addr if section else "127.0.0.1"
+        port = section.master_port if section and section.master_port else None
+        if port is None:
+            port = _free_port(master_addr, store, job_id if reserve else None)
+        workdir = section.workdir if section and section.workdir else None
+        if workdir and spec.source and not os.path.isabs(workdir):
+            workdir = str(Path(spec.source).resolve().parent / workdir)
+        return PlanContext(
+            job_id=job_id,
+            job_dir=job_dir,
+            values={
+                "nnodes": nnodes,
+                "nproc_per_node": int(nproc),
+                "master_port": port,
+                "workdir": workdir or os.getcwd(),
+                "python": (section.python if section and section.python else sys.executable),
+            },
+        )
+
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+        return local_plan.render(spec, ctx)
+
+    def describe(self, plan: Plan) -> str:
+        return local_plan.describe(plan)
+
+    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+        job_dir = Path(plan.job_dir)
+        (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (job_dir / PLAN_FILE).write_text(plan.model_dump_json(indent=2))
+        for rel, text in plan.files.items():
+            (job_dir / rel).write_text(text)
+        env = {**os.environ, **secrets}
+        env["ANYLAUNCH_HOME"] = str(job_dir.parent.parent)
+        with open(job_dir / "supervisor.log", "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "anylaunch.backends.local.supervisor", str(job_dir)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C of the CLI must not reach the job
+                cwd=plan.payload["workdir"],
+            )
+        _children[proc.pid] = proc
+        return str(proc.pid), {"create_time": psutil.Process(proc.pid).create_time()}
+
+    def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
+        for proc in list(_children.values()):
+            if proc.poll() is not None:
+                _children.pop(proc.pid, None)
+        return {job.id: self._observe(job) for job in jobs}
+
+    def _observe(self, job: JobRecord) -> Observation:
+        result = _read_result(Path(job.job_dir))
+        if result is not None:
+            return Observation(
+                State(result["state"]), result.get("exit_code"), result.get("detail")
+            )
+        if _supervisor(job) is not None:
+            return Observation(job.state)  # the supervisor records its own progress
+        if job.native_id is None:
+            return Observation(State.UNKNOWN)
+        # Gone without a result: read again, the supervisor may have just finished.
+        result = _read_result(Path(job.job_dir))
+        if result is not None:
+            return Observation(
+                State(result["state"]), result.get("exit_code"), result.get("detail")
+            )
+        return Observation(State.FAILED, None, "the job's supervisor process died without a result")
+
+    def cancel(self, job: JobRecord) -> None:
+        proc = _supervisor(job)
+        if proc is None:
+            return
+        grace = float(job.plan.get("payload", {}).get("kill_grace_s", 10.0))
+        # Snapshot the tree first: if the supervisor must be killed, its children would
+        # be re-parented and impossible to find.
+        tree = _tree(proc)
+        try:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=grace + 10)
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.TimeoutExpired:
+            for p in [proc, *tree]:
+                _kill(p)
+        for p in tree:
+            _kill(p)  # no-op for processes that already ended
+
+    def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
+        nodes = job.plan.get("payload", {}).get("nodes", [])
+        for entry in nodes:
+            if node is None or entry["node_rank"] == node:
+                yield LogSource(node=entry["node_rank"], path=entry["log"])
+        if node is not None and node >= len(nodes):
+            raise BackendError(
+                f"job {job.id} has nodes 0..{len(nodes) - 1}, not {node} — use --node 0..{len(nodes) - 1}",
+                code="USAGE",
+            )
+
+
+def _visible_gpus() -> int:
+    """GPUs this machine shows, without importing torch (seconds of start-up)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def _free_port(addr: str, store: Store, job_id: str | None) -> int:
+    """A port nobody listens on, reserved in the store so two jobs never share it."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(*_PORT_RANGE)
+        with socket.socket() as sock:
+            try:
+                sock.bind((addr, port))
+            except OSError:
+                continue
+        if job_id is None or store.reserve_port(port, job_id):
+            return port
+    raise BackendError(f"no free port in {_PORT_RANGE} on {addr} — set local.master_port")
+
+
+def _read_result(job_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((job_dir / RESULT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _supervisor(job: JobRecord) -> psutil.Process | None:
+    """The job's supervisor if it still runs (checked by pid *and* start time)."""
+    if not job.native_id:
+        return None
+    try:
+        proc = psutil.Process(int(job.native_id))
+        started = job.meta.get("create_time")
+        if started is not None and abs(proc.create_time() - started) > 0.5:
+            return None  # the pid was reused by another process
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except (psutil.NoSuchProcess, ValueError):
+        return None
+
+
+def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _kill(proc: psutil.Process) -> None:
+    try:
+        proc.kill()
+    except psutil.NoSuchProcess:
+        pass
+
+
+def wait_gone(job: JobRecord, timeout: float) -> bool:
+    """For callers that must know the supervisor has exited (cancel, tests)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _supervisor(job) is None:
+            return True
+        time.sleep(0.05)
+    return False

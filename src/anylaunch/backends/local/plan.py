@@ -1,0 +1,117 @@
+"""Render a local job: the exact command line and environment of every simulated node.
+
+Pure: everything learned from the machine (free port, GPU count, working directory,
+interpreter) arrives in the PlanContext.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import yaml
+
+from anylaunch.backends.base import PlanContext
+from anylaunch.errors import ConfigError
+from anylaunch.plan import Plan
+from anylaunch.rendezvous import Rendezvous, torchrun_target
+from anylaunch.spec import JobSpec
+
+RECIPE_FILE = "recipe.yaml"
+CONFIG_PLACEHOLDER = "{config}"
+
+
+def render(spec: JobSpec, ctx: PlanContext) -> Plan:
+    values = ctx.values
+    section = spec.local
+    if spec.launcher == "srun":
+        raise ConfigError(
+            "launcher 'srun' needs Slurm",
+            file=spec.source,
+            key="launcher",
+            fix="use launcher: torchrun (or none) locally, or run with --backend slurm",
+        )
+    if not spec.command:
+        raise ConfigError(
+            "no command to run",
+            file=spec.source,
+            key="command",
+            fix="add 'command:' to the job file or pass it after '--'",
+        )
+    rdzv = Rendezvous(
+        master_addr=section.master_addr if section else "127.0.0.1",
+        master_port=values["master_port"],
+        nnodes=values["nnodes"],
+        nproc_per_node=values["nproc_per_node"],
+    )
+    job_dir = Path(ctx.job_dir)
+    files: dict[str, str] = {}
+    command = list(spec.command)
+    if any(CONFIG_PLACEHOLDER in arg for arg in command):
+        files[RECIPE_FILE] = yaml.safe_dump(spec.recipe, sort_keys=False)
+        recipe_path = str(job_dir / RECIPE_FILE)
+        command = [arg.replace(CONFIG_PLACEHOLDER, recipe_path) for arg in command]
+
+    python = values["python"]
+    nodes = []
+    for rank in range(rdzv.nnodes):
+        env = {
+            **spec.public_env(),
+            **rdzv.node_env(rank, spec.launcher),
+            "ANYLAUNCH_JOB_ID": ctx.job_id,
+            "ANYLAUNCH_JOB_DIR": str(job_dir),
+        }
+        if spec.launcher == "torchrun":
+            argv = [python, "-m", "torch.distributed.run"]
+            argv += rdzv.torchrun_args(rank, section.max_restarts if section else 0)
+            argv += torchrun_target(command)
+        else:
+            argv = command
+        nodes.append(
+            {
+                "node_rank": rank,
+                "argv": _with_hooks(argv, spec.hooks.pre, spec.hooks.post),
+                "env": env,
+                "log": str(job_dir / "logs" / f"node-{rank}.log"),
+            }
+        )
+    return Plan(
+        backend="local",
+        job_id=ctx.job_id,
+        name=spec.name or ctx.job_id,
+        job_dir=str(job_dir),
+        payload={
+            "workdir": values["workdir"],
+            "kill_grace_s": section.kill_grace_s if section else 10.0,
+            "nodes": nodes,
+        },
+        files=files,
+        secret_env=sorted(spec.secret_env()),
+    )
+
+
+def _with_hooks(argv: list[str], pre: list[str], post: list[str]) -> list[str]:
+    """Hooks run in the node's shell around the command; its exit status is kept."""
+    if not pre and not post:
+        return argv
+    lines = ["set -e", *pre, "set +e"]
+    lines.append('"$@"' if post else 'exec "$@"')
+    if post:
+        lines += ["rc=$?", *post, "exit $rc"]
+    return ["bash", "-c", "\n".join(lines), "anylaunch-node", *argv]
+
+
+def describe(plan: Plan) -> str:
+    """The plan as a person reads it: one shell line per node."""
+    out = []
+    for node in plan.payload["nodes"]:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in node["env"].items())
+        out.append(f"# node {node['node_rank']} (log: {node['log']})")
+        out.append(
+            f"cd {shlex.quote(plan.payload['workdir'])} && env {env} {shlex.join(node['argv'])}"
+        )
+    if plan.secret_env:
+        out.append(
+            f"# secrets passed from the submitting environment: {', '.join(plan.secret_env)}"
+        )
+    return "\n".join(out)

@@ -1,0 +1,148 @@
+"""The process that owns one local job: starts every node, watches, records the end.
+
+Run as `python -m anylaunch.backends.local.supervisor JOB_DIR` in its own session.
+It makes itself a child subreaper, because torchrun starts each worker in a new session
+(`start_new_session=True`): signalling a process group would miss them, while as
+subreaper every descendant, orphaned or not, stays in our process tree until we end it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from anylaunch.state import State
+from anylaunch.store import Store
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def main(job_dir: Path) -> int:
+    plan = json.loads((job_dir / "plan.json").read_text())
+    payload = plan["payload"]
+    grace = float(payload.get("kill_grace_s", 10.0))
+    job_id = plan["job_id"]
+    store = Store()
+    _become_subreaper()
+
+    stop = {"signal": None}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["signal"] = signum
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    store.transition(job_id, State.STARTING)
+    procs: list[subprocess.Popen[bytes]] = []
+    for node in payload["nodes"]:
+        Path(node["log"]).parent.mkdir(parents=True, exist_ok=True)
+        with open(node["log"], "ab") as log:
+            try:
+                procs.append(
+                    subprocess.Popen(
+                        node["argv"],
+                        env={**os.environ, **node["env"]},
+                        cwd=payload["workdir"],
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+            except OSError as exc:
+                log.write(f"anylaunch: cannot start node {node['node_rank']}: {exc}\n".encode())
+                _terminate_tree(grace)
+                return _finish(
+                    job_dir, store, job_id, State.FAILED, 127, f"node {node['node_rank']}: {exc}"
+                )
+    store.transition(job_id, State.RUNNING)
+
+    first_failure: tuple[int, int] | None = None  # (node rank, exit code)
+    failed_at = 0.0
+    while True:
+        codes = [p.poll() for p in procs]
+        if stop["signal"] is not None:
+            _terminate_tree(grace)
+            return _finish(job_dir, store, job_id, State.CANCELLED, None, "cancelled")
+        if first_failure is None:
+            for rank, code in enumerate(codes):
+                if code not in (None, 0):
+                    first_failure, failed_at = (rank, code), time.monotonic()
+                    break
+        if all(code is not None for code in codes):
+            break
+        if first_failure is not None and time.monotonic() - failed_at > grace:
+            # Peers of a failed node would block in collectives until their timeout.
+            _terminate_tree(grace)
+            break
+        time.sleep(0.1)
+
+    _terminate_tree(grace)  # whatever a node left behind must not outlive the job
+    if first_failure is None:
+        return _finish(job_dir, store, job_id, State.SUCCEEDED, 0, None)
+    rank, code = first_failure
+    return _finish(job_dir, store, job_id, State.FAILED, code, f"node {rank} exited with {code}")
+
+
+def _become_subreaper() -> None:
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _terminate_tree(grace: float) -> None:
+    """SIGTERM every descendant, SIGKILL what is left after `grace` seconds."""
+    me = psutil.Process()
+    procs = me.children(recursive=True)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=grace)
+    # Orphans re-parented to us while we waited are killed too.
+    for _ in range(5):
+        rest = me.children(recursive=True)
+        if not rest:
+            return
+        for proc in rest:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(rest, timeout=2)
+
+
+def _finish(
+    job_dir: Path,
+    store: Store,
+    job_id: str,
+    state: State,
+    exit_code: int | None,
+    detail: str | None,
+) -> int:
+    """The result file first (a poll can read it even if the store write fails), then the store."""
+    result = {
+        "state": state.value,
+        "exit_code": exit_code,
+        "detail": detail,
+        "ended_at": time.time(),
+    }
+    tmp = job_dir / "result.json.tmp"
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, job_dir / "result.json")
+    store.transition(job_id, state, exit_code=exit_code, detail=detail)
+    return 0 if state is State.SUCCEEDED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))

@@ -1,0 +1,238 @@
+"""The `anylaunch` command: a thin layer over `anylaunch.api`.
+
+Only click is imported at start-up; the API, pydantic, backends and rich are imported
+inside the commands that need them, so `anylaunch --help` costs little more than Python.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import click
+
+from anylaunch.errors import EXIT_USAGE, AnylaunchError
+
+_JSON = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def _emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, default=str))
+
+
+def _handles_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Errors become one line (or `{"error": ...}` with --json) and the right exit status."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except AnylaunchError as exc:
+            if kwargs.get("as_json"):
+                _emit_json(exc.to_json())
+            else:
+                click.echo(f"anylaunch: error: {exc.message}", err=True)
+            sys.exit(exc.exit_status)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="anylaunch")
+def cli() -> None:
+    """Launch GPU training jobs anywhere from one job file: locally with torchrun, on
+    Slurm, through SkyPilot, or on DGX Cloud Lepton.
+
+    \b
+    anylaunch run train.yaml              run and wait (exit 0 only if it succeeded)
+    anylaunch run train.yaml --dry-run    print the exact plan, run nothing
+    anylaunch ps                          recent jobs
+    anylaunch logs JOB -f                 follow a job's output
+    """
+
+
+@cli.command(context_settings={"ignore_unknown_options": False})
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--backend", "-b", help="local, slurm, skypilot or lepton (default: from the file).")
+@click.option("--dry-run", is_flag=True, help="Print the plan; start nothing.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key.")
+@click.option("--detach", "-d", is_flag=True, help="Return once submitted.")
+@_JSON
+@_handles_errors
+def run(
+    file: str,
+    command: tuple[str, ...],
+    backend: str | None,
+    dry_run: bool,
+    overrides: tuple[str, ...],
+    detach: bool,
+    as_json: bool,
+) -> None:
+    """Run the job in FILE; after `--`, a COMMAND that replaces the file's command
+    (`{config}` in it becomes the path of the recipe without launcher sections)."""
+    from anylaunch import api
+    from anylaunch.backends.base import get_backend
+    from anylaunch.config import route
+
+    spec = api.load(file, overrides=overrides, command=command or None)
+    name = route(spec, backend)
+    if dry_run:
+        plan = api.plan(spec, name)
+        if as_json:
+            _emit_json({"backend": name, "plan": plan.model_dump(mode="json")})
+        else:
+            click.echo(get_backend(name).describe(plan))
+        return
+    job = api.submit(spec, name)
+    if detach:
+        if as_json:
+            _emit_json(job.record.summary())
+        else:
+            click.echo(f"submitted {job.id} ({name}, native id {job.record.native_id})")
+            click.echo(f"  anylaunch logs {job.id} -f    anylaunch status {job.id}")
+        return
+    if not as_json:
+        click.echo(f"anylaunch: job {job.id} on {name}; logs: anylaunch logs {job.id}", err=True)
+    state = _wait(job, stream=not as_json)
+    if as_json:
+        _emit_json(job.record.summary())
+    else:
+        click.echo(
+            f"anylaunch: job {job.id} {state.value} (exit code {job.record.exit_code})", err=True
+        )
+    sys.exit(0 if state.value == "SUCCEEDED" else 1)
+
+
+def _wait(job: Any, *, stream: bool) -> Any:
+    from anylaunch.backends.base import get_backend
+    from anylaunch.logs import follow
+
+    try:
+        if stream:
+            for line in follow(job):
+                click.echo(line)
+        return job.wait()
+    except KeyboardInterrupt:
+        if get_backend(job.backend).capabilities.cancel_on_interrupt:
+            click.echo(f"\nanylaunch: interrupted; cancelling {job.id}", err=True)
+            return job.cancel()
+        click.echo(
+            f"\nanylaunch: detached; {job.id} keeps running (anylaunch cancel {job.id})", err=True
+        )
+        sys.exit(130)
+
+
+@cli.command()
+@click.option("--all", "-a", "show_all", is_flag=True, help="Every job, not only the newest 50.")
+@click.option("--limit", "-n", type=int, default=50, show_default=True)
+@click.option("--state", "states", multiple=True, help="Only jobs in this state (repeatable).")
+@click.option("--backend", "-b", help="Only jobs of this backend.")
+@_JSON
+@_handles_errors
+def ps(
+    show_all: bool, limit: int, states: tuple[str, ...], backend: str | None, as_json: bool
+) -> None:
+    """List jobs, newest first."""
+    from anylaunch import api
+
+    wanted = [_state(s) for s in states]
+    records = api.jobs(limit=None if show_all else limit, states=wanted, backend=backend)
+    if as_json:
+        _emit_json([r.summary() for r in records])
+        return
+    from anylaunch.tables import jobs_table
+
+    jobs_table(records)
+
+
+def _state(text: str) -> Any:
+    from anylaunch.errors import UsageError
+    from anylaunch.state import State
+
+    try:
+        return State(text.upper())
+    except ValueError:
+        known = ", ".join(s.value for s in State)
+        raise UsageError(f"unknown state '{text}' — use one of: {known}") from None
+
+
+@cli.command()
+@click.argument("job_id")
+@_JSON
+@_handles_errors
+def status(job_id: str, as_json: bool) -> None:
+    """Show a job's state, exit code and state history."""
+    from anylaunch import api
+
+    job = api.get(job_id)
+    job.status()
+    summary = {**job.record.summary(), "events": job.events()}
+    if as_json:
+        _emit_json(summary)
+        return
+    from anylaunch.tables import job_detail
+
+    job_detail(summary)
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
+@click.option("--tail", "-n", type=int, help="Only the last N lines (per node).")
+@click.option("--node", type=int, help="Only this node's log.")
+@_JSON
+@_handles_errors
+def logs(job_id: str, follow: bool, tail: int | None, node: int | None, as_json: bool) -> None:
+    """Print a job's output (every node, prefixed `[node N]`, unless --node)."""
+    from anylaunch import api
+    from anylaunch.logs import follow as follow_logs
+
+    job = api.get(job_id)
+    if as_json:
+        _emit_json({"id": job.id, "node": node, "text": job.logs(node=node, tail=tail)})
+        return
+    if follow:
+        for line in follow_logs(job, node=node, tail=tail):
+            click.echo(line)
+    else:
+        click.echo(job.logs(node=node, tail=tail), nl=False)
+
+
+@cli.command()
+@click.argument("job_ids", nargs=-1, required=True)
+@_JSON
+@_handles_errors
+def cancel(job_ids: tuple[str, ...], as_json: bool) -> None:
+    """Cancel jobs; waits until each has stopped."""
+    from anylaunch import api
+
+    results = []
+    for job_id in job_ids:
+        job = api.get(job_id)
+        state = job.cancel()
+        results.append(job.record.summary())
+        if not as_json:
+            click.echo(f"{job.id} {state.value}")
+    if as_json:
+        _emit_json(results if len(results) > 1 else results[0])
+
+
+def main() -> None:
+    """Entry point: usage errors exit 2, as the contract says, also with --json."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.UsageError as exc:
+        if "--json" in sys.argv[1:]:
+            _emit_json({"error": {"code": "USAGE", "message": exc.format_message()}})
+        else:
+            exc.show()
+        sys.exit(EXIT_USAGE)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

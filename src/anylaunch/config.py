@@ -1,0 +1,232 @@
+"""Job file -> JobSpec: parse, expand `${...}`, apply `--set`, validate, route (R-A1, R-X1).
+
+Every failure here is a ConfigError of one line naming file, line and key, raised before
+anything is stored or submitted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from anylaunch import interpolate, overrides
+from anylaunch.errors import ConfigError
+from anylaunch.pins import Pins
+from anylaunch.spec import BACKENDS, JobSpec
+from anylaunch.yamlsrc import KeyPath, Located, format_path, parse
+
+# Top-level keys the launcher owns; anything else is the training program's recipe.
+LAUNCHER_KEYS = frozenset(JobSpec.model_fields) - {"recipe", "source"}
+# `checkpoint:` is also an AutoModel recipe section, so the program keeps its copy.
+SHARED_WITH_RECIPE = frozenset({"checkpoint"})
+
+# Each platform's words for (nodes, ranks per node) in its section.
+SIZE_WORDS: dict[str, tuple[str, str]] = {
+    "local": ("nnodes", "nproc_per_node"),
+    "slurm": ("nodes", "ntasks_per_node"),
+    "skypilot": ("num_nodes", "accelerators"),
+    "lepton": ("num_nodes", "gpu_count"),
+}
+
+
+def load(
+    path: str | os.PathLike[str],
+    *,
+    overrides_: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> JobSpec:
+    """Read a job file into a validated JobSpec."""
+    environ = os.environ if environ is None else environ
+    file = str(path)
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("no such file", file=file, fix="check the path of the job file") from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory", file=file, fix="name a YAML job file") from None
+    except UnicodeDecodeError:
+        raise ConfigError("not UTF-8 text", file=file, fix="save the job file as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read ({exc.strerror})", file=file, fix="check permissions"
+        ) from None
+    return from_text(text, file=file, overrides_=overrides_, environ=environ)
+
+
+def from_text(
+    text: str,
+    *,
+    file: str = "<job>",
+    overrides_: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> JobSpec:
+    environ = os.environ if environ is None else environ
+    located = parse(text, file)
+    pins = Pins(Path(file), environ)
+    expansion = interpolate.expand(located, environ, lambda key, at: pins.resolve(key, at, located))
+    data = overrides.apply(located, expansion.data, list(overrides_))
+    _check_top_level(located, data)
+
+    launcher_part = {k: v for k, v in data.items() if k in LAUNCHER_KEYS}
+    recipe = {
+        k: _recipe_value(v, (k,), expansion.secret_refs)
+        for k, v in data.items()
+        if k not in LAUNCHER_KEYS or k in SHARED_WITH_RECIPE
+    }
+    try:
+        spec = JobSpec.model_validate({**launcher_part, "recipe": recipe, "source": file})
+    except ValidationError as exc:
+        raise _config_error(located, exc) from None
+    _check_sizes(located, spec)
+    return spec
+
+
+def route(spec: JobSpec, backend: str | None = None) -> str:
+    """Which backend runs this spec: `--backend`, else the one section, else local."""
+    if backend is not None:
+        if backend not in BACKENDS:
+            raise ConfigError(
+                f"unknown backend '{backend}'",
+                file="--backend",
+                fix=f"use one of: {', '.join(BACKENDS)}{_did_you_mean(backend, BACKENDS)}",
+            )
+        return backend
+    present = spec.sections()
+    if len(present) > 1:
+        raise ConfigError(
+            f"sections for several backends ({', '.join(present)})",
+            file=spec.source,
+            fix=f"pick one with --backend {present[0]} (or {', '.join(present[1:])})",
+        )
+    return present[0] if present else "local"
+
+
+def _check_top_level(located: Located, data: dict[str, Any]) -> None:
+    """Top-level keys outside the contract are recipe keys, but a near-miss is a typo."""
+    for key in data:
+        if key in LAUNCHER_KEYS:
+            continue
+        close = difflib.get_close_matches(key, sorted(LAUNCHER_KEYS), n=1, cutoff=0.85)
+        if close and close[0] != key:
+            raise located.error(
+                (key,),
+                "unknown key",
+                f"did you mean '{close[0]}'? (recipe keys for the program must not look like launcher keys)",
+            )
+
+
+def _recipe_value(value: Any, path: KeyPath, secret_refs: dict[KeyPath, str]) -> Any:
+    """The recipe keeps `${SECRET}` references as written; the program expands them."""
+    if path in secret_refs:
+        return secret_refs[path]
+    if isinstance(value, dict):
+        return {k: _recipe_value(v, (*path, k), secret_refs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_recipe_value(v, (*path, i), secret_refs) for i, v in enumerate(value)]
+    return value
+
+
+def _check_sizes(located: Located, spec: JobSpec) -> None:
+    for name in spec.sections():
+        section = getattr(spec, name)
+        for neutral, word in zip(("nodes", "gpus_per_node"), SIZE_WORDS[name], strict=True):
+            theirs = section_size(name, section, word)
+            ours = getattr(spec, neutral)
+            if theirs is not None and ours is not None and theirs != ours:
+                other = located.origin((neutral,))
+                raise located.error(
+                    (name, word),
+                    f"{theirs} disagrees with {neutral}: {ours} ({other.file}:{other.line})",
+                    "write the size in one place only",
+                )
+
+
+def section_size(backend: str, section: Any, word: str) -> int | None:
+    """A section's size field as a number (`accelerators: "H100:8"` -> 8)."""
+    value = getattr(section, word, None)
+    if isinstance(value, str) and word == "accelerators":
+        _, _, count = value.partition(":")
+        return int(count) if count.isdigit() else 1
+    return value if isinstance(value, int) else None
+
+
+def _config_error(located: Located, exc: ValidationError) -> ConfigError:
+    """The first pydantic error as one line that names file, line and key path."""
+    err = exc.errors(include_url=False)[0]
+    path: KeyPath = tuple(p for p in err["loc"] if isinstance(p, str | int))
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        parent = _model_at(path[:-1])
+        known = sorted(parent.model_fields) if parent else []
+        hint = _did_you_mean(str(path[-1]), known)
+        fix = (
+            f"{hint.strip(' ;') or 'remove it'}; known keys: {', '.join(known)}"
+            if known
+            else "remove it"
+        )
+        return located.error(path, "unknown key", fix)
+    value = err.get("input")
+    shown = (
+        yaml.safe_dump(value, default_flow_style=True, width=60).strip().removesuffix("...").strip()
+    )
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    what = err["msg"].removeprefix("Value error, ")
+    if kind == "missing":
+        return located.error(path, "is required", f"add '{format_path(path)}:'")
+    return located.error(path, f"{what} (got {shown})", _fix_for(kind, err))
+
+
+def _fix_for(kind: str, err: Mapping[str, Any]) -> str:
+    ctx = err.get("ctx") or {}
+    if kind == "literal_error":
+        return f"use one of: {ctx.get('expected', '')}".replace("'", "")
+    if kind.startswith("int") or kind.startswith("float"):
+        return "write a number"
+    if kind.startswith("bool"):
+        return "write true or false"
+    if kind in ("dict_type", "model_type"):
+        return "write a mapping of key: value lines"
+    if kind == "list_type":
+        return "write a list ('- item' lines)"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        return "use a value in range"
+    return "see the job file reference in README.md"
+
+
+def _model_at(path: KeyPath) -> Any:
+    """The pydantic model class that owns the mapping at `path`, for key suggestions."""
+    model: Any = JobSpec
+    for part in path:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None:
+            return None
+        model = _model_of(field.annotation)
+        if model is None:
+            return None
+    return model
+
+
+def _model_of(annotation: Any) -> Any:
+    from typing import get_args
+
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""

@@ -1,0 +1,24 @@
+"""Plan: the exact thing a backend would submit, rendered without side effects.
+
+`--dry-run` prints it; submit sends it; the store keeps it. A plan never holds a secret:
+secrets are named in `secret_env` and handed over separately at submit time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Plan(BaseModel):
+    backend: str
+    job_id: str
+    name: str
+    job_dir: str
+    # What the backend submits, in its own shape: node processes, sbatch text, API JSON.
+    payload: dict[str, Any]
+    # Files written into the job directory before submission (relative path -> text).
+    files: dict[str, str] = Field(default_factory=dict)
+    # Environment variables passed to the job whose values are secrets, by name only.
+    secret_env: list[str] = Field(default_factory=list)

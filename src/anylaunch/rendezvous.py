@@ -1,0 +1,63 @@
+"""The multi-node environment contract every backend honours (DESIGN: launcher modes).
+
+Every mode exports MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK and NUM_GPU_PER_NODE, so a
+job moves between backends unchanged. `none` (TAO convention) also exports WORLD_SIZE =
+number of nodes, because the program spawns its own ranks; with `torchrun` the agent sets
+WORLD_SIZE = nodes x processes per node for each worker itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    master_addr: str
+    master_port: int
+    nnodes: int
+    nproc_per_node: int
+
+    def node_env(self, node_rank: int | str, launcher: str) -> dict[str, str]:
+        """Variables for one node; `node_rank` may be a shell expression on schedulers."""
+        env = {
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+            "NNODES": str(self.nnodes),
+            "NODE_RANK": str(node_rank),
+            "NUM_GPU_PER_NODE": str(self.nproc_per_node),
+            "NPROC_PER_NODE": str(self.nproc_per_node),
+        }
+        if launcher == "none":
+            env["WORLD_SIZE"] = str(self.nnodes)
+        return env
+
+    def torchrun_args(self, node_rank: int | str, max_restarts: int = 0) -> list[str]:
+        """torchrun's options for one agent: static rendezvous on the master's port."""
+        return [
+            "--nnodes", str(self.nnodes),
+            "--nproc-per-node", str(self.nproc_per_node),
+            "--node-rank", str(node_rank),
+            "--master-addr", self.master_addr,
+            "--master-port", str(self.master_port),
+            "--max-restarts", str(max_restarts),
+        ]  # fmt: skip
+
+
+_PYTHONS = ("python", "python3")
+
+
+def torchrun_target(command: list[str]) -> list[str]:
+    """What follows torchrun's options: a script, `-m module`, or `--no-python exe`.
+
+    A leading `python` is accepted and dropped (DESIGN: launcher modes), since torchrun
+    starts the interpreter itself.
+    """
+    args = list(command)
+    if args and (args[0] in _PYTHONS or args[0].rsplit("/", 1)[-1].startswith("python3")):
+        args = args[1:]
+    if not args:
+        return args
+    if args[0] == "-m" or args[0].endswith(".py"):
+        return args
+    return ["--no-python", *args]

@@ -1,0 +1,157 @@
+"""JobSpec: what to run, independent of where (the neutral half of a job file).
+
+The backend sections (`local:`, `slurm:`, `skypilot:`, `lepton:`) hang off the spec as
+their own models; routing picks one of them. Sizes have a neutral spelling (`nodes`,
+`gpus_per_node`) and each platform's own; `config.py` rejects two that disagree.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from anylaunch.backends.lepton.config import LeptonSection
+from anylaunch.backends.local.config import LocalSection
+from anylaunch.backends.skypilot.config import SkyPilotSection
+from anylaunch.backends.slurm.config import SlurmSection
+from anylaunch.redact import MASK, is_secret_name
+
+BACKENDS = ("local", "slurm", "skypilot", "lepton")
+Launcher = Literal["torchrun", "srun", "none"]
+
+
+class Strict(BaseModel):
+    """Launcher-owned mappings reject unknown keys: a typo must not be ignored."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Mount(Strict):
+    """A bind mount into the job's container or working tree: `source` -> `dest`."""
+
+    source: str
+    dest: str
+    readonly: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        # "src:dst[:ro]" and a bare "/path" (same path inside) are the usual shorthands.
+        if isinstance(value, str):
+            parts = value.split(":")
+            if len(parts) == 1 and parts[0]:
+                return {"source": parts[0], "dest": parts[0]}
+            if len(parts) in (2, 3) and all(parts[:2]):
+                if len(parts) == 3 and parts[2] not in ("ro", "rw"):
+                    raise ValueError(f"mode '{parts[2]}' must be ro or rw")
+                return {"source": parts[0], "dest": parts[1], "readonly": parts[2:] == ["ro"]}
+            raise ValueError("write 'source:dest' or 'source:dest:ro'")
+        return value
+
+
+class Hooks(Strict):
+    """Commands run on each node before and after the training command."""
+
+    pre: list[str] = Field(default_factory=list)
+    post: list[str] = Field(default_factory=list)
+
+    @field_validator("pre", "post", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class Checkpoint(BaseModel):
+    """Where the training program writes checkpoints, for resume and preflight checks.
+
+    AutoModel recipes own a top-level `checkpoint:` mapping of their own (enabled,
+    model_save_format, ...), so unknown keys here are kept for the program, not rejected.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    dir: str | None = Field(default=None, validation_alias="checkpoint_dir")
+    interval_minutes: float | None = Field(default=None, gt=0)
+
+
+class Profile(Strict):
+    """Nsight Systems profiling of the training command."""
+
+    nsys: bool = False
+    output_dir: str | None = None
+    nsys_args: list[str] = Field(default_factory=list)
+
+
+class JobSpec(Strict):
+    """What to run. Build one with `anylaunch.load(path)` or directly in Python."""
+
+    name: str | None = None
+    command: list[str] = Field(default_factory=list)
+    launcher: Launcher = "torchrun"
+    nodes: int | None = Field(default=None, ge=1)
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    image: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    inputs: dict[str, str] = Field(default_factory=dict)
+    outputs: dict[str, str] = Field(default_factory=dict)
+    mounts: list[Mount] = Field(default_factory=list)
+    hooks: Hooks = Field(default_factory=Hooks)
+    checkpoint: Checkpoint | None = None
+    profile: Profile | None = None
+
+    local: LocalSection | None = None
+    slurm: SlurmSection | None = None
+    skypilot: SkyPilotSection | None = None
+    lepton: LeptonSection | None = None
+
+    # Keys the launcher does not own (model, data, step_scheduler, ...), for the program.
+    recipe: dict[str, Any] = Field(default_factory=dict)
+    # The job file this spec came from; relative paths and `{config}` resolve against it.
+    source: str | None = None
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split_command(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError as exc:
+                raise ValueError(f"cannot split the command: {exc}") from None
+        if isinstance(value, list):
+            return [str(v) if isinstance(v, int | float) else v for v in value]
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_text(cls, value: Any) -> Any:
+        # YAML reads `OMP_NUM_THREADS: 4` as a number; the environment only holds text.
+        if isinstance(value, dict):
+            return {k: _env_text(v) for k, v in value.items()}
+        return value
+
+    def sections(self) -> list[str]:
+        """Names of the backend sections written in the job file."""
+        return [name for name in BACKENDS if getattr(self, name) is not None]
+
+    def secret_env(self) -> dict[str, str]:
+        """Environment entries that must travel as secrets, never in plans or the store."""
+        return {k: v for k, v in self.env.items() if is_secret_name(k)}
+
+    def public_env(self) -> dict[str, str]:
+        return {k: v for k, v in self.env.items() if not is_secret_name(k)}
+
+    def redacted(self) -> dict[str, Any]:
+        """The spec as JSON for the store: secret values replaced by `***`."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        data["env"] = {k: (MASK if is_secret_name(k) else v) for k, v in self.env.items()}
+        return data
+
+
+def _env_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | float):
+        return str(value)
+    return value

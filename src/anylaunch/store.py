@@ -1,0 +1,331 @@
+"""The job store (R-X7): every job recorded on the submitting host, in SQLite (WAL).
+
+Several `anylaunch` processes (a `run` waiting, a `ps`, a detached supervisor writing the
+final state) share one file. WAL lets readers proceed during a write; writes take the
+lock up front (`BEGIN IMMEDIATE`) with a long busy timeout so no caller ever sees
+"database is locked". A job is recorded *before* it is submitted, so a crash mid-submit
+leaves a row to reconcile rather than an untracked job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anylaunch.errors import JobNotFound, UsageError
+from anylaunch.state import State, may_move
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    native_id TEXT,
+    state TEXT NOT NULL,
+    exit_code INTEGER,
+    detail TEXT,
+    run_id TEXT,
+    split_id INTEGER,
+    job_dir TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    cancel_requested_at REAL
+);
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
+CREATE TABLE IF NOT EXISTS events (
+    job_id TEXT NOT NULL REFERENCES jobs (id),
+    at REAL NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS events_job ON events (job_id, at);
+CREATE TABLE IF NOT EXISTS ports (
+    port INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    at REAL NOT NULL
+);
+"""
+
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # no i, l, o, u: easy to read aloud
+
+
+def home() -> Path:
+    """`$ANYLAUNCH_HOME`, default `~/.anylaunch`."""
+    return Path(os.environ.get("ANYLAUNCH_HOME") or Path.home() / ".anylaunch").expanduser()
+
+
+def new_id() -> str:
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+
+
+@dataclass
+class JobRecord:
+    """One row of the store, as the rest of the code sees it."""
+
+    id: str
+    name: str
+    backend: str
+    state: State
+    job_dir: str
+    native_id: str | None = None
+    exit_code: int | None = None
+    detail: str | None = None
+    run_id: str | None = None
+    split_id: int | None = None
+    spec: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    cancel_requested_at: float | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The stable `--json` shape of a job (contract: id, state, backend, native_id, exit_code)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "state": self.state.value,
+            "backend": self.backend,
+            "native_id": self.native_id,
+            "exit_code": self.exit_code,
+            "detail": self.detail,
+            "run_id": self.run_id,
+            "split_id": self.split_id,
+            "job_dir": self.job_dir,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+_SUMMARY_COLUMNS = (
+    "id, name, backend, native_id, state, exit_code, detail, run_id, split_id, job_dir, "
+    "meta, created_at, updated_at, cancel_requested_at"
+)
+
+
+class Store:
+    """A handle on the SQLite store; cheap to create, one connection per instance."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or home()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.path = self.root / "jobs.db"
+        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA busy_timeout = 60000")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'events'").fetchone() is None:
+            self._create()
+
+    def _create(self) -> None:
+        """First use of a store: WAL mode and the schema, safe when processes race on it."""
+        for attempt in range(50):
+            try:
+                # Switching to WAL takes an exclusive lock that the busy timeout may not cover.
+                self._db.execute("PRAGMA journal_mode = WAL")
+                with self._write() as db:
+                    for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                        db.execute(statement)
+                return
+            except sqlite3.OperationalError:
+                if attempt == 49:
+                    raise
+                time.sleep(0.1)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that holds the lock from its first statement."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def jobs_dir(self, job_id: str) -> Path:
+        return self.root / "jobs" / job_id
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def add(self, record: JobRecord) -> JobRecord:
+        """Record a job before it is submitted (state PENDING, no native id yet)."""
+        now = time.time()
+        record.created_at = record.updated_at = now
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO jobs (id, name, backend, native_id, state, exit_code, detail, run_id,"
+                " split_id, job_dir, spec, plan, meta, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    record.name,
+                    record.backend,
+                    record.native_id,
+                    record.state.value,
+                    record.exit_code,
+                    record.detail,
+                    record.run_id,
+                    record.split_id,
+                    record.job_dir,
+                    json.dumps(record.spec),
+                    json.dumps(record.plan),
+                    json.dumps(record.meta),
+                    now,
+                    now,
+                ),
+            )
+            db.execute(
+                "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
+                (record.id, now, record.state.value, "recorded"),
+            )
+        return record
+
+    def set_native(self, job_id: str, native_id: str, meta: dict[str, Any] | None = None) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE jobs SET native_id = ?, meta = ?, updated_at = ? WHERE id = ?",
+                (native_id, json.dumps(meta or {}), time.time(), job_id),
+            )
+
+    def transition(
+        self,
+        job_id: str,
+        state: State,
+        *,
+        exit_code: int | None = None,
+        detail: str | None = None,
+    ) -> bool:
+        """Move a job to `state` if the forward-only rule allows it; True if it moved."""
+        with self._write() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or not may_move(State(row["state"]), state):
+                return False
+            now = time.time()
+            db.execute(
+                "UPDATE jobs SET state = ?, exit_code = COALESCE(?, exit_code),"
+                " detail = COALESCE(?, detail), updated_at = ? WHERE id = ?",
+                (state.value, exit_code, detail, now, job_id),
+            )
+            db.execute(
+                "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
+                (job_id, now, state.value, detail),
+            )
+            if state.terminal:
+                db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
+            return True
+
+    def reserve_port(self, port: int, job_id: str) -> bool:
+        """Claim a port for a live job; False if another live job holds it."""
+        now = time.time()
+        with self._write() as db:
+            # A reservation whose job never got recorded (its plan failed) expires.
+            db.execute(
+                "DELETE FROM ports WHERE port = ? AND at < ?"
+                " AND job_id NOT IN (SELECT id FROM jobs)",
+                (port, now - 600),
+            )
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO ports (port, job_id, at) VALUES (?, ?, ?)",
+                (port, job_id, now),
+            )
+            return cursor.rowcount == 1
+
+    def request_cancel(self, job_id: str) -> None:
+        """Durable intent first: a poll that races the kill must end CANCELLED, not FAILED."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE jobs SET cancel_requested_at = COALESCE(cancel_requested_at, ?) WHERE id = ?",
+                (time.time(), job_id),
+            )
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobRecord:
+        """A job by id or unique id prefix."""
+        rows = self._db.execute(
+            "SELECT * FROM jobs WHERE id = ? UNION ALL"
+            " SELECT * FROM jobs WHERE id LIKE ? || '%' AND id != ? LIMIT 3",
+            (job_id, job_id, job_id),
+        ).fetchall()
+        if not rows or not job_id:
+            raise JobNotFound(f"no job '{job_id}' in {self.path} — list jobs with 'anylaunch ps'")
+        if rows[0]["id"] != job_id and len(rows) > 1:
+            ids = ", ".join(r["id"] for r in rows)
+            raise UsageError(f"job id '{job_id}' is ambiguous ({ids}) — give more characters")
+        return _record(rows[0], full=True)
+
+    def list(
+        self,
+        *,
+        limit: int | None = 50,
+        states: Sequence[State] = (),
+        backend: str | None = None,
+        run_id: str | None = None,
+    ) -> list[JobRecord]:
+        """Newest first, without the spec and plan blobs (fast on 100,000 jobs)."""
+        where, args = [], []
+        if states:
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            args += [s.value for s in states]
+        if backend:
+            where.append("backend = ?")
+            args.append(backend)
+        if run_id:
+            where.append("run_id = ?")
+            args.append(run_id)
+        sql = f"SELECT {_SUMMARY_COLUMNS} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_record(row, full=False) for row in self._db.execute(sql, args)]
+
+    def events(self, job_id: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT at, state, detail FROM events WHERE job_id = ? ORDER BY at, rowid", (job_id,)
+        )
+        return [dict(row) for row in rows]
+
+    def count(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+
+
+def _record(row: sqlite3.Row, *, full: bool) -> JobRecord:
+    record = JobRecord(
+        id=row["id"],
+        name=row["name"],
+        backend=row["backend"],
+        state=State(row["state"]),
+        job_dir=row["job_dir"],
+        native_id=row["native_id"],
+        exit_code=row["exit_code"],
+        detail=row["detail"],
+        run_id=row["run_id"],
+        split_id=row["split_id"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        cancel_requested_at=row["cancel_requested_at"],
+    )
+    record.meta = json.loads(row["meta"])
+    if full:
+        record.spec = json.loads(row["spec"])
+        record.plan = json.loads(row["plan"])
+    return record
