@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,6 +22,7 @@ import psutil
 
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
 from anylaunch.backends.local import plan as local_plan
+from anylaunch.backends.local.proctree import kill
 from anylaunch.errors import BackendError
 from anylaunch.plan import Plan
 from anylaunch.spec import JobSpec
@@ -136,10 +136,8 @@ class LocalBackend:
         except psutil.NoSuchProcess:
             pass
         except psutil.TimeoutExpired:
-            for p in [proc, *tree]:
-                _kill(p)
-        for p in tree:
-            _kill(p)  # no-op for processes that already ended
+            kill([proc])
+        kill(tree)  # no-op for processes that already ended
 
     def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
         nodes = job.plan.get("payload", {}).get("nodes", [])
@@ -212,20 +210,3 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
         return proc.children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-
-
-def _kill(proc: psutil.Process) -> None:
-    try:
-        proc.kill()
-    except psutil.NoSuchProcess:
-        pass
-
-
-def wait_gone(job: JobRecord, timeout: float) -> bool:
-    """For callers that must know the supervisor has exited (cancel, tests)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _supervisor(job) is None:
-            return True
-        time.sleep(0.05)
-    return False

@@ -20,6 +20,7 @@ from typing import Any
 
 import psutil
 
+from anylaunch.backends.local.proctree import end_descendants
 from anylaunch.state import State
 from anylaunch.store import Store
 
@@ -101,25 +102,7 @@ def _become_subreaper() -> None:
 
 def _terminate_tree(grace: float) -> None:
     """SIGTERM every descendant, SIGKILL what is left after `grace` seconds."""
-    me = psutil.Process()
-    procs = me.children(recursive=True)
-    for proc in procs:
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=grace)
-    # Orphans re-parented to us while we waited are killed too.
-    for _ in range(5):
-        rest = me.children(recursive=True)
-        if not rest:
-            return
-        for proc in rest:
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(rest, timeout=2)
+    end_descendants(psutil.Process(), grace)
 
 
 def _finish(
