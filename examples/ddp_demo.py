@@ -7,11 +7,18 @@ rerun resumes from.
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+
+
+def say(message: str) -> None:
+    """One write per line: ranks of a node share one log, and torchrun runs Python unbuffered."""
+    sys.stdout.write(message + "\n")
+    sys.stdout.flush()
 
 
 def main() -> None:
@@ -22,10 +29,9 @@ def main() -> None:
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    print(
+    say(
         f"rank={rank} local_rank={os.environ['LOCAL_RANK']} node_rank={os.environ['NODE_RANK']}"
-        f" world_size={world} master={os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
-        flush=True,
+        f" world_size={world} master={os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     )
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(8, 1))
@@ -38,7 +44,7 @@ def main() -> None:
         optimizer.load_state_dict(state["optimizer"])
         start = state["step"]
         if rank == 0:
-            print(f"resumed from {ckpt} at step {start}", flush=True)
+            say(f"resumed from {ckpt} at step {start}")
 
     true_w = torch.arange(8, dtype=torch.float32).unsqueeze(1) / 8
     gen = torch.Generator().manual_seed(1000 + rank)
@@ -51,7 +57,7 @@ def main() -> None:
         reduced = loss.detach().clone()
         dist.all_reduce(reduced)
         if rank == 0:
-            print(f"step {step + 1} loss {reduced.item() / world:.4f}", flush=True)
+            say(f"step {step + 1} loss {reduced.item() / world:.4f}")
 
     if rank == 0:
         ckpt.parent.mkdir(parents=True, exist_ok=True)
@@ -62,7 +68,7 @@ def main() -> None:
             tmp,
         )
         tmp.replace(ckpt)  # a checkpoint is complete or absent, never half-written
-        print(f"saved checkpoint {ckpt} at step {step}", flush=True)
+        say(f"saved checkpoint {ckpt} at step {step}")
     dist.barrier()
     dist.destroy_process_group()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -180,13 +181,16 @@ def _config_error(located: Located, exc: ValidationError) -> ConfigError:
     what = err["msg"].removeprefix("Value error, ")
     if kind == "missing":
         return located.error(path, "is required", f"add '{format_path(path)}:'")
+    if kind == "literal_error":
+        allowed = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
+        hint = _did_you_mean(str(value), allowed)
+        return located.error(
+            path, f"'{value}' is not allowed", f"use one of: {', '.join(allowed)}{hint}"
+        )
     return located.error(path, f"{what} (got {shown})", _fix_for(kind, err))
 
 
 def _fix_for(kind: str, err: Mapping[str, Any]) -> str:
-    ctx = err.get("ctx") or {}
-    if kind == "literal_error":
-        return f"use one of: {ctx.get('expected', '')}".replace("'", "")
     if kind.startswith("int") or kind.startswith("float"):
         return "write a number"
     if kind.startswith("bool"):

@@ -85,6 +85,7 @@ class LocalBackend:
             (job_dir / rel).write_text(text)
         env = {**os.environ, **secrets}
         env["ANYLAUNCH_HOME"] = str(job_dir.parent.parent)
+        env["ANYLAUNCH_JOB_ID"] = plan.job_id
         with open(job_dir / "supervisor.log", "ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "anylaunch.backends.local.supervisor", str(job_dir)],

@@ -1,0 +1,64 @@
+"""Shared fixtures: an isolated ANYLAUNCH_HOME and a way to run the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "home"
+    monkeypatch.setenv("ANYLAUNCH_HOME", str(path))
+    return path
+
+
+@pytest.fixture
+def cli(home):
+    """Run `python -m anylaunch ARGS` as a user would, in a separate process."""
+
+    def run(
+        *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+    ) -> Result:
+        proc = subprocess.run(
+            [sys.executable, "-m", "anylaunch", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "ANYLAUNCH_HOME": str(home), **(env or {})},
+            cwd=cwd,
+            timeout=timeout,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+@pytest.fixture
+def write(tmp_path):
+    """Write a dedented job file and return its path."""
+
+    def _write(text: str, name: str = "job.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text).lstrip())
+        return path
+
+    return _write

@@ -1,0 +1,230 @@
+"""Job file -> JobSpec: expansion, overrides, pins, routing, recipe pass-through, errors."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from anylaunch import config
+from anylaunch.errors import ConfigError
+
+
+def load(path, env=None, overrides=()):
+    return config.load(path, environ=env or {}, overrides_=overrides)
+
+
+def error_of(path, env=None, overrides=()) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load(path, env, overrides)
+    message = caught.value.message
+    assert "\n" not in message
+    return message
+
+
+def test_env_expansion_forms(write):
+    path = write(
+        """
+        command: python train.py --out ${OUT} --lr ${LR:-0.1} --price $$5 --bare $HOME
+        env:
+          DATA: ${DATA_DIR}/x
+          EMPTY: ${NOPE:-}
+        """
+    )
+    spec = load(path, {"OUT": "/o", "DATA_DIR": "/d"})
+    assert spec.command == [
+        "python",
+        "train.py",
+        "--out",
+        "/o",
+        "--lr",
+        "0.1",
+        "--price",
+        "$5",
+        "--bare",
+        "$HOME",
+    ]
+    assert spec.env == {"DATA": "/d/x", "EMPTY": ""}
+
+
+def test_unset_variable_names_file_line_and_key(write):
+    path = write(
+        """
+        name: x
+        env:
+          HF_TOKEN: ${HF_TOKEN}
+        """
+    )
+    message = error_of(path)
+    assert message.startswith(f"{path}:3: env.HF_TOKEN: environment variable HF_TOKEN is not set")
+    assert "export HF_TOKEN" in message
+
+
+def test_misspelt_slurm_key_suggests_the_right_one(write):
+    path = write(
+        """
+        command: python t.py
+        slurm:
+          nodes: 2
+          ntask_per_node: 8
+        """
+    )
+    message = error_of(path)
+    assert message.startswith(f"{path}:4: slurm.ntask_per_node: unknown key")
+    assert "did you mean 'ntasks_per_node'?" in message
+
+
+def test_wrong_type_names_line_and_expected_form(write):
+    path = write(
+        """
+        command: python t.py
+        nodes: two
+        """
+    )
+    message = error_of(path)
+    assert message.startswith(f"{path}:2: nodes:")
+    assert "write a number" in message and "two" in message
+
+
+def test_invalid_yaml_names_the_line(write):
+    path = write("command: python t.py\nnodes: [1, 2\nenv: {}\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}:3: invalid YAML")
+
+
+def test_missing_file(tmp_path):
+    message = error_of(tmp_path / "nope.yaml")
+    assert message == f"{tmp_path / 'nope.yaml'}: no such file — check the path of the job file"
+
+
+def test_duplicate_key_is_an_error(write):
+    path = write("nodes: 1\nnodes: 2\n")
+    assert error_of(path).startswith(f"{path}:2: nodes: duplicate key (first written on line 1)")
+
+
+def test_literal_choices_are_listed(write):
+    path = write("launcher: mpirun\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}:1: launcher:") and "torchrun, srun, none" in message
+
+
+def test_set_overrides_are_typed_like_yaml(write):
+    path = write(
+        """
+        command: python t.py
+        slurm:
+          nodes: 1
+        """
+    )
+    spec = load(
+        path,
+        overrides=["slurm.nodes=4", "slurm.nsys_enabled=true", "slurm.time=01:00:00", "name=x"],
+    )
+    assert spec.slurm.nodes == 4 and spec.slurm.nsys_enabled is True
+    assert spec.slurm.time == "01:00:00" and spec.name == "x"
+
+
+def test_set_with_a_bad_value_is_reported_as_set(write):
+    path = write("command: python t.py\n")
+    message = error_of(path, overrides=["nodes=lots"])
+    assert message.startswith("--set: nodes:")
+
+
+def test_set_without_equals(write):
+    path = write("command: python t.py\n")
+    assert "is not KEY=VALUE" in error_of(path, overrides=["nodes"])
+
+
+def test_routing(write):
+    none = load(write("command: a\n", "a.yaml"))
+    assert config.route(none) == "local"
+    one = load(write("command: a\nslurm: {nodes: 1}\n", "b.yaml"))
+    assert config.route(one) == "slurm"
+    assert config.route(one, "local") == "local"
+    two = load(write("command: a\nslurm: {}\nlepton: {}\n", "c.yaml"))
+    with pytest.raises(ConfigError, match="several backends"):
+        config.route(two)
+    assert config.route(two, "lepton") == "lepton"
+    with pytest.raises(ConfigError, match=r"unknown backend 'slrum'.*did you mean 'slurm'"):
+        config.route(two, "slrum")
+
+
+def test_sizes_in_two_places_that_disagree(write):
+    path = write(
+        """
+        command: python t.py
+        nodes: 2
+        slurm:
+          nodes: 4
+        """
+    )
+    message = error_of(path)
+    assert message.startswith(f"{path}:4: slurm.nodes: 4 disagrees with nodes: 2 ({path}:2)")
+
+
+def test_pins_resolve_and_missing_pin_lists_known_keys(write):
+    write("nemo: nvcr.io/nvidia/nemo:25.09\nimages:\n  torch: pytorch:2.13\n", "versions.yaml")
+    spec = load(write("image: ${pin:images.torch}\ncommand: a\n"))
+    assert spec.image == "pytorch:2.13"
+    path = write("image: ${pin:nemoo}\n", "bad.yaml")
+    message = error_of(path)
+    assert message.startswith(f"{path}:1: image: pin 'nemoo' is not in")
+    assert "images.torch, nemo" in message
+
+
+def test_pins_file_from_environment(write, tmp_path):
+    pins = tmp_path / "elsewhere.yaml"
+    pins.write_text("img: a/b:1\n")
+    spec = load(write("image: ${pin:img}\n"), {"ANYLAUNCH_VERSIONS": str(pins)})
+    assert spec.image == "a/b:1"
+
+
+def test_recipe_keys_pass_through_and_secrets_stay_references(write):
+    path = write(
+        """
+        recipe: TrainFinetuneRecipeForNextTokenPrediction
+        step_scheduler:
+          checkpoint_interval: 100
+        restore_from:
+          path: /checkpoints/latest
+        checkpoint:
+          enabled: true
+          checkpoint_dir: /ckpt
+        model:
+          token: ${HF_TOKEN}
+          path: ${MODEL_DIR}
+        slurm:
+          job_name: llm_finetune
+          nodes: 2
+          ntasks_per_node: 8
+          time: "04:00:00"
+          env_vars:
+            HF_TOKEN: "${HF_TOKEN}"
+        """
+    )
+    spec = load(path, {"HF_TOKEN": "hf_secret_value", "MODEL_DIR": "/m"})
+    assert spec.recipe["step_scheduler"] == {"checkpoint_interval": 100}
+    assert spec.recipe["model"] == {"token": "${HF_TOKEN}", "path": "/m"}
+    assert spec.recipe["checkpoint"]["enabled"] is True and "slurm" not in spec.recipe
+    assert spec.checkpoint.dir == "/ckpt"
+    assert spec.slurm.env_vars["HF_TOKEN"] == "hf_secret_value"  # in memory only
+    assert "hf_secret_value" not in yaml.safe_dump(spec.recipe)
+
+
+def test_top_level_typo_of_a_launcher_key_is_caught(write):
+    path = write("comand: python t.py\n")
+    assert "did you mean 'command'?" in error_of(path)
+
+
+def test_mount_shorthands(write):
+    spec = load(write("mounts: ['/data:/data:ro', '/scratch', {source: /a, dest: /b}]\n"))
+    assert [(m.source, m.dest, m.readonly) for m in spec.mounts] == [
+        ("/data", "/data", True),
+        ("/scratch", "/scratch", False),
+        ("/a", "/b", False),
+    ]
+
+
+def test_secrets_are_masked_in_the_stored_spec(write):
+    spec = load(write("env:\n  WANDB_API_KEY: abcd1234\n  LR: 0.1\n"))
+    assert spec.redacted()["env"] == {"WANDB_API_KEY": "***", "LR": "0.1"}
+    assert spec.secret_env() == {"WANDB_API_KEY": "abcd1234"}

@@ -1,0 +1,212 @@
+"""The local backend for real: torchrun agents rendezvous on 127.0.0.1 (CPU, gloo)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+def job_processes(job_id: str) -> list[psutil.Process]:
+    """Every process on the machine that belongs to the job (by its environment)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("ANYLAUNCH_JOB_ID") == job_id:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def wait_for(predicate, timeout: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_demo_runs_four_ranks_on_two_nodes(cli, tmp_path):
+    result = cli(
+        "run",
+        str(ROOT / "examples" / "ddp_demo.yaml"),
+        "--json",
+        env={"CHECKPOINT_DIR": str(tmp_path / "ckpt")},
+        timeout=300,
+    )
+    assert result.rc == 0, result.err
+    job = result.json()
+    assert job["state"] == "SUCCEEDED" and job["exit_code"] == 0
+    logs = cli("logs", job["id"]).out
+    ranks = set(
+        re.findall(r"\[node (\d)\] rank=(\d) local_rank=\d node_rank=(\d) world_size=4", logs)
+    )
+    assert {(r, n) for _, r, n in ranks} == {("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")}
+    assert all(node == node_rank for node, _, node_rank in ranks)
+    assert "step 20 loss" in logs and (tmp_path / "ckpt" / "latest.pt").exists()
+    listed = cli("ps", "--json").json()
+    assert [j["id"] for j in listed] == [job["id"]] and listed[0]["state"] == "SUCCEEDED"
+    node1 = cli("logs", job["id"], "--node", "1", "--tail", "2").out
+    assert len(node1.splitlines()) <= 2 and "[node" not in node1
+
+
+def test_dry_run_shows_every_node_and_starts_nothing(cli, write, home):
+    path = write(
+        f"""
+        command: python {PROGRAMS / "sleeper.py"}
+        nodes: 2
+        gpus_per_node: 2
+        env:
+          HF_TOKEN: ${{HF_TOKEN}}
+        """
+    )
+    before = {p.pid for p in psutil.process_iter()}
+    result = cli("run", str(path), "--dry-run", "--json", env={"HF_TOKEN": "hf_planted_secret"})
+    assert result.rc == 0, result.err
+    out = result.json()
+    assert out["backend"] == "local"
+    nodes = out["plan"]["payload"]["nodes"]
+    assert [n["node_rank"] for n in nodes] == [0, 1]
+    addrs = {(n["env"]["MASTER_ADDR"], n["env"]["MASTER_PORT"]) for n in nodes}
+    assert len(addrs) == 1
+    for n in nodes:
+        argv = n["argv"]
+        assert argv[argv.index("--node-rank") + 1] == str(n["node_rank"])
+        assert argv[argv.index("--master-port") + 1] == n["env"]["MASTER_PORT"]
+        assert (
+            argv[argv.index("--nnodes") + 1] == "2"
+            and argv[argv.index("--nproc-per-node") + 1] == "2"
+        )
+    assert "hf_planted_secret" not in result.out and out["plan"]["secret_env"] == ["HF_TOKEN"]
+    assert cli("ps", "--json").json() == []
+    new = [p for p in psutil.process_iter() if p.pid not in before]
+    assert not [p for p in new if "torch.distributed.run" in " ".join(_cmdline(p))]
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+
+
+def test_cancel_leaves_no_process_of_a_running_2x2_job(cli, write):
+    path = write(f"command: python {PROGRAMS / 'sleeper.py'}\nnodes: 2\ngpus_per_node: 2\n")
+    job = cli("run", str(path), "--detach", "--json").json()
+    wait_for(lambda: cli("logs", job["id"]).out.count("ready rank=") == 4, 120, "4 ranks")
+    procs = job_processes(job["id"])
+    assert len(procs) >= 7  # supervisor, 2 agents, 4 workers
+    result = cli("cancel", job["id"], "--json")
+    assert result.rc == 0 and result.json()["state"] == "CANCELLED"
+    _, alive = psutil.wait_procs(procs, timeout=5)
+    assert alive == []
+    assert job_processes(job["id"]) == []
+    assert cli("status", job["id"], "--json").json()["state"] == "CANCELLED"
+
+
+def test_a_failing_rank_fails_the_job_and_stops_its_peers(cli, write):
+    path = write(
+        f"""
+        command: python {PROGRAMS / "fail_rank.py"}
+        nodes: 2
+        gpus_per_node: 2
+        env: {{FAIL_RANK: 3}}
+        local: {{kill_grace_s: 2}}
+        """
+    )
+    result = cli("run", str(path), "--json", timeout=180)
+    assert result.rc == 1
+    job = result.json()
+    assert job["state"] == "FAILED" and job["exit_code"] != 0
+    assert "node 1" in job["detail"]
+    assert job_processes(job["id"]) == []
+
+
+def test_launcher_none_runs_once_per_node_with_the_tao_environment(cli, write):
+    path = write(
+        f"""
+        command: [python, {PROGRAMS / "env_dump.py"}]
+        launcher: none
+        nodes: 3
+        gpus_per_node: 4
+        env: {{SPECIAL: "a b;$$(rm -rf /)'\\""}}
+        """
+    )
+    result = cli("run", str(path), "--json")
+    assert result.rc == 0, result.out + result.err
+    logs = cli("logs", result.json()["id"]).out
+    for rank in range(3):
+        assert re.search(
+            rf"\[node {rank}\] MASTER_ADDR=127\.0\.0\.1 MASTER_PORT=\d+ NNODES=3 NODE_RANK={rank}"
+            rf" NUM_GPU_PER_NODE=4 WORLD_SIZE=3 SPECIAL=a b;\$\(rm -rf /\)'\"",
+            logs,
+        ), logs
+
+
+def test_two_jobs_at_once_get_different_ports(cli, write):
+    path = write(f"command: python {PROGRAMS / 'sleeper.py'}\nnodes: 2\n")
+    jobs = [cli("run", str(path), "--detach", "--json").json() for _ in range(2)]
+    try:
+        for job in jobs:
+            wait_for(
+                lambda j=job: cli("logs", j["id"]).out.count("ready rank=") == 2, 120, "both ranks"
+            )
+        ports = set()
+        for job in jobs:
+            assert cli("status", job["id"], "--json").json()["state"] == "RUNNING"
+            ports |= set(re.findall(r"port=(\d+)", cli("logs", job["id"]).out))
+        assert len(ports) == 2
+    finally:
+        cli("cancel", *[j["id"] for j in jobs])
+
+
+def test_command_after_double_dash_and_config_placeholder(cli, write, tmp_path):
+    path = write(
+        """
+        launcher: none
+        model:
+          name: tiny
+        data:
+          path: ${DATA:-/data}
+        local:
+          nproc_per_node: 1
+        """
+    )
+    result = cli(
+        "run",
+        str(path),
+        "--json",
+        "--",
+        sys.executable,
+        "-c",
+        "import sys, yaml; print(sorted(yaml.safe_load(open(sys.argv[1]))))",
+        "{config}",
+    )
+    assert result.rc == 0, result.err
+    logs = cli("logs", result.json()["id"]).out
+    assert "['data', 'model']" in logs
+
+
+def test_hooks_run_around_the_command_and_keep_its_status(cli, write, tmp_path):
+    marker = tmp_path / "post-ran"
+    path = write(
+        f"""
+        command: [python, -c, "import sys; sys.exit(5)"]
+        launcher: none
+        hooks:
+          pre: echo pre-hook
+          post: [touch {marker}]
+        """
+    )
+    result = cli("run", str(path), "--json")
+    assert result.rc == 1 and result.json()["exit_code"] == 5
+    assert marker.exists() and "pre-hook" in cli("logs", result.json()["id"]).out

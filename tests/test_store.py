@@ -1,0 +1,82 @@
+"""The job store: forward-only states, id lookup, port reservations, many processes at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+
+import pytest
+
+from anylaunch.errors import JobNotFound, UsageError
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store
+
+
+def record(job_id: str, backend: str = "local") -> JobRecord:
+    return JobRecord(
+        id=job_id, name=job_id, backend=backend, state=State.PENDING, job_dir=f"/tmp/{job_id}"
+    )
+
+
+def test_states_only_move_forward(home):
+    store = Store()
+    store.add(record("aaaa0001"))
+    assert store.transition("aaaa0001", State.RUNNING)
+    assert not store.transition("aaaa0001", State.PENDING)  # stale poll
+    assert not store.transition("aaaa0001", State.UNKNOWN)  # a backend that could not tell
+    assert store.transition("aaaa0001", State.SUCCEEDED, exit_code=0)
+    assert not store.transition("aaaa0001", State.FAILED, exit_code=1)  # terminal is final
+    job = store.get("aaaa0001")
+    assert (job.state, job.exit_code) == (State.SUCCEEDED, 0)
+    assert [e["state"] for e in store.events("aaaa0001")] == ["PENDING", "RUNNING", "SUCCEEDED"]
+
+
+def test_lookup_by_unique_prefix(home):
+    store = Store()
+    store.add(record("abcd1111"))
+    store.add(record("abcd2222"))
+    assert store.get("abcd1").id == "abcd1111"
+    with pytest.raises(UsageError, match="ambiguous"):
+        store.get("abcd")
+    with pytest.raises(JobNotFound):
+        store.get("zzzz")
+
+
+def test_port_reservations_are_exclusive_until_the_job_ends(home):
+    store = Store()
+    store.add(record("job00001"))
+    assert store.reserve_port(25000, "job00001")
+    assert not store.reserve_port(25000, "job00002")
+    store.transition("job00001", State.FAILED)
+    assert store.reserve_port(25000, "job00002")
+
+
+def test_store_uses_wal(home):
+    Store()
+    db = sqlite3.connect(home / "jobs.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def _hammer(worker: int) -> None:
+    store = Store()
+    for i in range(40):
+        job_id = f"w{worker}j{i:04d}"
+        store.add(record(job_id))
+        store.transition(job_id, State.RUNNING)
+        store.list(limit=20)
+        store.transition(job_id, State.SUCCEEDED, exit_code=0)
+
+
+def test_eight_processes_at_once_lose_nothing(home):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_hammer, args=(w,)) for w in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * 8  # no "database is locked" escaped
+    store = Store()
+    assert store.count() == 320
+    assert {j.state for j in store.list(limit=None)} == {State.SUCCEEDED}
+    db = sqlite3.connect(home / "jobs.db")
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
