@@ -62,3 +62,29 @@ def write(tmp_path):
         return path
 
     return _write
+
+
+def devstack_env() -> dict[str, str] | None:
+    """Settings written by `scripts/devstack up` (None when it is not up)."""
+    path = ROOT / ".devstack" / "env"
+    if not path.exists():
+        return None
+    env = {}
+    for line in path.read_text().splitlines():
+        line = line.strip().removeprefix("export ")
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            env[key] = value.strip().strip("'\"")
+    return env
+
+
+@pytest.fixture(scope="session")
+def devstack() -> dict[str, str]:
+    """The running devstack's settings. Missing devstack: a skip when a developer runs
+    pytest by hand, a failure under scripts/test (ANYLAUNCH_REQUIRE_DEVSTACK=1)."""
+    env = devstack_env()
+    if env is None:
+        if os.environ.get("ANYLAUNCH_REQUIRE_DEVSTACK"):
+            pytest.fail("devstack is not up: run scripts/devstack up")
+        pytest.skip("devstack is not up (scripts/devstack up)")
+    return env

@@ -59,7 +59,11 @@ class Backend(Protocol):
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
 
-    def prepare(self, spec: JobSpec, job_id: str, job_dir: str, store: Store) -> PlanContext: ...
+    def prepare(
+        self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
+    ) -> PlanContext:
+        """Learn what rendering needs from the world; `reserve=False` for dry runs."""
+        ...
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan: ...
 
