@@ -166,13 +166,15 @@ class Store:
 
     def add(self, record: JobRecord) -> JobRecord:
         """Record a job before it is submitted (state PENDING, no native id yet)."""
+        return self.add_many([record])[0]
+
+    def add_many(self, records: list[JobRecord]) -> list[JobRecord]:
+        """Record many jobs in one transaction (the splits of a run: all or none)."""
         now = time.time()
-        record.created_at = record.updated_at = now
-        with self._write() as db:
-            db.execute(
-                "INSERT INTO jobs (id, name, backend, native_id, state, exit_code, detail, run_id,"
-                " split_id, job_dir, spec, plan, meta, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows, events = [], []
+        for record in records:
+            record.created_at = record.updated_at = now
+            rows.append(
                 (
                     record.id,
                     record.name,
@@ -189,13 +191,20 @@ class Store:
                     json.dumps(record.meta),
                     now,
                     now,
-                ),
+                )
             )
-            db.execute(
-                "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
-                (record.id, now, record.state.value, "recorded"),
+            events.append((record.id, now, record.state.value, "recorded"))
+        with self._write() as db:
+            db.executemany(
+                "INSERT INTO jobs (id, name, backend, native_id, state, exit_code, detail, run_id,"
+                " split_id, job_dir, spec, plan, meta, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
             )
-        return record
+            db.executemany(
+                "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)", events
+            )
+        return records
 
     def set_native(self, job_id: str, native_id: str, meta: dict[str, Any] | None = None) -> None:
         with self._write() as db:
