@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Job", "JobSpec", "State", "get", "jobs", "load", "plan", "submit"]
+__all__ = ["Job", "JobSpec", "State", "dry_run", "get", "jobs", "load", "submit"]
 
 _LAZY = {
     "load": "anylaunch.api",
     "submit": "anylaunch.api",
-    "plan": "anylaunch.api",
+    "dry_run": "anylaunch.api",
     "get": "anylaunch.api",
     "jobs": "anylaunch.api",
     "Job": "anylaunch.api",
@@ -23,7 +23,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from anylaunch.api import Job, get, jobs, load, plan, submit
+    from anylaunch.api import Job, dry_run, get, jobs, load, submit
     from anylaunch.spec import JobSpec
     from anylaunch.state import State
 

@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from anylaunch import config
 from anylaunch.backends.base import get_backend
 from anylaunch.errors import BackendError
 from anylaunch.state import State
@@ -30,14 +29,18 @@ def load(
     command: Sequence[str] | None = None,
 ) -> JobSpec:
     """Read and validate a job file; `command` replaces the file's command (`run -- ...`)."""
+    from anylaunch import config  # pydantic: only for commands that read a job file
+
     spec = config.load(path, overrides_=overrides)
     if command:
         spec = spec.model_copy(update={"command": list(command)})
     return spec
 
 
-def plan(spec: JobSpec, backend: str | None = None, *, store: Store | None = None) -> Plan:
+def dry_run(spec: JobSpec, backend: str | None = None, *, store: Store | None = None) -> Plan:
     """Render what `submit` would send, with no side effects on any backend."""
+    from anylaunch import config
+
     store = store or Store()
     name = config.route(spec, backend)
     impl = get_backend(name)
@@ -55,6 +58,8 @@ def submit(
     split_id: int | None = None,
 ) -> Job:
     """Record the job, then submit it; returns as soon as the backend accepted it."""
+    from anylaunch import config
+
     store = store or Store()
     name = config.route(spec, backend)
     impl = get_backend(name)

@@ -81,7 +81,7 @@ def run(
     spec = api.load(file, overrides=overrides, command=command or None)
     name = route(spec, backend)
     if dry_run:
-        plan = api.plan(spec, name)
+        plan = api.dry_run(spec, name)
         if as_json:
             _emit_json({"backend": name, "plan": plan.model_dump(mode="json")})
         else:

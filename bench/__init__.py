@@ -1,0 +1,1 @@
+"""Benchmarks of anylaunch against bare Python and the tools users would pick instead."""
