@@ -210,3 +210,34 @@ def test_hooks_run_around_the_command_and_keep_its_status(cli, write, tmp_path):
     result = cli("run", str(path), "--json")
     assert result.rc == 1 and result.json()["exit_code"] == 5
     assert marker.exists() and "pre-hook" in cli("logs", result.json()["id"]).out
+
+
+def test_ctrl_c_of_an_attached_run_cancels_the_job(home, write):
+    import os
+    import signal
+    import subprocess
+
+    path = write("launcher: none\nnodes: 2\ncommand: [bash, -c, 'echo started; exec sleep 600']\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anylaunch", "run", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ANYLAUNCH_HOME": str(home)},
+    )
+    assert proc.stdout.readline().endswith("started\n")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and "CANCELLED" in err
+    job_id = re.search(r"job (\w{8}) CANCELLED", err).group(1)
+    assert job_processes(job_id) == []
+
+
+def test_logs_follow_prints_until_the_job_ends(cli, write):
+    path = write(
+        "launcher: none\ncommand: [bash, -c, 'for i in 1 2 3; do echo line $i; sleep 0.5; done']\n"
+    )
+    job = cli("run", str(path), "--detach", "--json").json()
+    result = cli("logs", job["id"], "-f", timeout=30)
+    assert result.rc == 0 and result.out == "line 1\nline 2\nline 3\n"
+    assert cli("status", job["id"], "--json").json()["state"] == "SUCCEEDED"

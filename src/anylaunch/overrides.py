@@ -11,7 +11,10 @@ from anylaunch.yamlsrc import KeyPath, Located, Origin
 
 
 def parse_override(text: str) -> tuple[KeyPath, Any]:
-    """`slurm.nodes=2` -> (("slurm", "nodes"), 2); list items by index: `mounts.0.dest=/x`."""
+    """`slurm.nodes=2` -> (("slurm", "nodes"), 2); list items by index: `mounts.0.dest=/x`.
+
+    Parts stay text; a part is read as a list index only where the tree holds a list.
+    """
     key, sep, raw = text.partition("=")
     parts = key.strip().split(".")
     if not sep or not all(p.strip() for p in parts):
@@ -24,8 +27,7 @@ def parse_override(text: str) -> tuple[KeyPath, Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw  # not a YAML scalar: keep the text as written
-    path = tuple(int(p) if p.isdigit() else p.strip() for p in parts)
-    return path, value
+    return tuple(p.strip() for p in parts), value
 
 
 def apply(located: Located, data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -38,6 +40,8 @@ def apply(located: Located, data: dict[str, Any], overrides: list[str]) -> dict[
             if isinstance(node, list):
                 node = _list_item(node, part, text)
             else:
+                if part not in node:
+                    located.origins[here] = Origin("--set", None)
                 if not isinstance(node.get(part, {}), dict | list):
                     raise ConfigError(
                         f"cannot set below '{'.'.join(map(str, here))}', which is not a mapping",
@@ -49,19 +53,19 @@ def apply(located: Located, data: dict[str, Any], overrides: list[str]) -> dict[
         last = path[-1]
         if isinstance(node, list):
             _list_item(node, last, text)
-            node[last] = value  # type: ignore[index]
+            node[int(last)] = value
         else:
             node[last] = value
         located.origins[path] = Origin("--set", None)
     return data
 
 
-def _list_item(items: list, part: str | int, text: str) -> Any:
-    if not isinstance(part, int) or not 0 <= part < len(items):
+def _list_item(items: list, part: str, text: str) -> Any:
+    if not part.isdigit() or not int(part) < len(items):
         raise ConfigError(
             f"'{part}' is not an index of a list of {len(items)} items",
             file="--set",
             key=text.partition("=")[0],
             fix=f"use an index from 0 to {len(items) - 1}",
         )
-    return items[part]
+    return items[int(part)]
