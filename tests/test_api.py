@@ -28,7 +28,9 @@ def test_submit_wait_and_read_logs(home, write):
 
 
 def test_cancel_from_python(home, write):
-    path = write(f"launcher: none\ncommand: [{sys.executable}, -c, 'import time; time.sleep(600)']\n")
+    path = write(
+        f"launcher: none\ncommand: [{sys.executable}, -c, 'import time; time.sleep(600)']\n"
+    )
     job = anylaunch.submit(anylaunch.load(path))
     assert job.wait(timeout=2) in (State.STARTING, State.RUNNING)
     assert job.cancel() is State.CANCELLED
@@ -36,7 +38,9 @@ def test_cancel_from_python(home, write):
 
 
 def test_command_override_and_plan_without_side_effects(home, write):
-    spec = anylaunch.load(write("command: python train.py\n"), command=["python", "-m", "pkg.train"])
+    spec = anylaunch.load(
+        write("command: python train.py\n"), command=["python", "-m", "pkg.train"]
+    )
     plan = anylaunch.dry_run(spec)
     argv = plan.payload["nodes"][0]["argv"]
     assert argv[-2:] == ["-m", "pkg.train"] and "--no-python" not in argv

@@ -17,15 +17,25 @@ def test_help_imports_no_heavy_module():
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize(
     ("text", "env", "expected"),
     [
-        ("command: a\nenv:\n  X: ${UNSET_FOR_TEST}\n", {}, ":3: env.X: environment variable UNSET_FOR_TEST is not set"),
-        ("command: a\nslurm:\n  partiton: batch\n", {}, ":3: slurm.partiton: unknown key — did you mean 'partition'?"),
+        (
+            "command: a\nenv:\n  X: ${UNSET_FOR_TEST}\n",
+            {},
+            ":3: env.X: environment variable UNSET_FOR_TEST is not set",
+        ),
+        (
+            "command: a\nslurm:\n  partiton: batch\n",
+            {},
+            ":3: slurm.partiton: unknown key — did you mean 'partition'?",
+        ),
         ("command: a\ngpus_per_node: many\n", {}, ":2: gpus_per_node:"),
         ("command: a\n  nodes: 2\n", {}, ":2: invalid YAML"),
     ],
@@ -71,7 +81,9 @@ def test_several_sections_need_backend(cli, write):
 
 def test_dry_run_of_a_recipe_with_config_placeholder(cli, write):
     path = write("model: {name: tiny}\nlocal: {nproc_per_node: 2}\n")
-    result = cli("run", str(path), "--dry-run", "--json", "--", "python", "-m", "trainer", "-c", "{config}")
+    result = cli(
+        "run", str(path), "--dry-run", "--json", "--", "python", "-m", "trainer", "-c", "{config}"
+    )
     assert result.rc == 0, result.err
     plan = result.json()["plan"]
     argv = plan["payload"]["nodes"][0]["argv"]
