@@ -1,0 +1,378 @@
+"""One emulated job's life: Queueing -> Starting -> Running -> Completed/Failed/Stopped.
+
+`advance()` is called by the world's loop about ten times a second; it reaps replicas,
+fires the job's faults when their time comes, applies Lepton's retry rules
+(`max_failure_retry` per worker, `max_job_failure_retry` per job) and keeps the counters
+(`ready`, `active`, `failed`, `succeeded`) and the Kubernetes-style events a client sees.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import string
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anylaunch.lepton.emulator import catalog, sandbox
+from anylaunch.lepton.emulator.faults import Fault
+from anylaunch.lepton.emulator.replicas import Replica
+
+TERMINAL = frozenset({"Completed", "Failed", "Stopped", "Deleted", "Archived"})
+_ALNUM = string.ascii_lowercase + string.digits
+
+
+def suffix(n: int) -> str:
+    return "".join(secrets.choice(_ALNUM) for _ in range(n))
+
+
+@dataclass
+class JobRun:
+    id: str
+    name: str
+    owner: str
+    workspace: str
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+    faults: list[Fault]
+    slot: int
+    root: Path  # this job's directory in the emulator's state
+    secrets: dict[str, str]  # resolved secret values, for the replicas' environment
+    pull_secret_ok: bool = False  # an image_pull_secrets entry names a secret for nvcr.io
+    created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    state: str = "Queueing"
+    since: float = field(default_factory=time.time)
+    replicas: list[Replica] = field(default_factory=list)
+    failed: int = 0
+    succeeded: int = 0
+    failure_count: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    events: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    completion_ms: int | None = None
+    running_since: float | None = None
+    restart_at: float | None = None
+
+    # -- what clients see -----------------------------------------------------------
+
+    @property
+    def workers(self) -> int:
+        return int(self.spec.get("completions") or 1)
+
+    def fault(self, kind: str) -> Fault | None:
+        return next((f for f in self.faults if f.kind == kind), None)
+
+    def status(self) -> dict[str, Any]:
+        state = self.state
+        unknown = self.fault("unknown_state")
+        if unknown and time.time() - self.created_ms / 1000 < unknown.after_s:
+            state = ""
+        return {
+            **self._details(state),
+            "job_history": list(self.history),
+        }
+
+    def _details(self, state: str) -> dict[str, Any]:
+        live = [r for r in self.replicas if r.exit_code is None]
+        return {
+            "job_name": self.id if self.failure_count == 0 else f"{self.id}-{self.failure_count}",
+            "state": state,
+            "ready": sum(1 for r in live if r.ready),
+            "active": len(live),
+            "failed": self.failed,
+            "succeeded": self.succeeded,
+            "creation_time": self.created_ms // 1000,
+            "completion_time": self.completion_ms // 1000 if self.completion_ms else None,
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        return {"metadata": self.metadata, "spec": self.spec, "status": self.status()}
+
+    def replica_json(self) -> list[dict[str, Any]]:
+        if self.state in ("Queueing", "Stopped", "Deleted", "Archived"):
+            return []
+        return [
+            {
+                "metadata": {"id": r.id, "name": r.id},
+                "id": r.id,
+                "status": {"public_ip": r.address, "node": {"name": r.node, "id": r.node}},
+            }
+            for r in self.replicas
+        ]
+
+    def event(self, kind: str, reason: str, message: str, pod: str | None = None) -> None:
+        """Record a Kubernetes-style event; a repeat raises its count, like k8s does."""
+        key = (reason, pod or self.id)
+        now = dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+        found = self.events.get(key)
+        if found:
+            found["count"] += 1
+            found["last_observed_time"], found["message"] = now, message
+            return
+        self.events[key] = {
+            "type": kind,
+            "reason": reason,
+            "regarding": {"kind": "Pod" if pod else "Job", "name": pod or self.id},
+            "count": 1,
+            "last_observed_time": now,
+            "message": message,
+        }
+
+    def move(self, state: str) -> None:
+        if state != self.state:
+            self.state, self.since = state, time.time()
+            if state in ("Completed", "Failed", "Stopped"):
+                self.completion_ms = int(time.time() * 1000)
+
+    # -- the loop -------------------------------------------------------------------
+
+    def advance(self) -> None:
+        now = time.time()
+        if self.state in TERMINAL or self.state in ("Stopping", "Deleting"):
+            return
+        if self.state == "Queueing":
+            if self.fault("stuck_queue"):
+                if int(now - self.since) + 1 > self.events.get(
+                    ("FailedScheduling", self.id), {}
+                ).get("count", 0):
+                    self.event(
+                        "Warning",
+                        "FailedScheduling",
+                        f"0/4 nodes are available: {self.workers} Insufficient nvidia.com/gpu;"
+                        " preemption: not eligible",
+                    )
+                return
+            self.move("Starting")
+            return
+        if self.state == "Restarting":
+            if self.restart_at is not None and now >= self.restart_at:
+                self.replicas = []
+                self.move("Starting")
+            return
+        if not self.replicas:
+            if now - self.since > 0.1:
+                self._schedule()
+            return
+        self._fire_timed_faults(now)
+        for replica in self.replicas:
+            self._blocked_events(replica)
+            if replica.reap():
+                self._replica_ended(replica)
+                if self.state in TERMINAL or self.state == "Restarting":
+                    return
+        if all(r.exit_code == 0 for r in self.replicas):
+            self.succeeded = len(self.replicas)
+            self.event("Normal", "Completed", "Job completed")
+            self.move("Completed")
+        elif any(r.running for r in self.replicas):
+            if self.state != "Running":
+                self.running_since = now
+            self.move("Running")
+
+    def _schedule(self) -> None:
+        """Place the workers on nodes and start the ones that can start."""
+        groups = (self.spec.get("affinity") or {}).get("allowed_dedicated_node_groups") or []
+        nodes = catalog.nodes(groups[0] if groups else catalog.SHARED_POOL)
+        addresses = sandbox.job_addresses(self.slot, self.workers)
+        subdomain = f"{self.id}-job-svc"
+        names = [
+            [f"worker-{i}.{subdomain}", f"{self.id}-{i}.{subdomain}"] for i in range(self.workers)
+        ]
+        hosts_file = self.root / "hosts"
+        if self.spec.get("intra_job_communication") or self.workers == 1:
+            sandbox.write_hosts(hosts_file, names, addresses)
+        else:  # no intra-job network: workers cannot find each other, as on Lepton
+            sandbox.write_hosts(hosts_file, [], [])
+        for i in range(self.workers):
+            replica = Replica(
+                id=f"{self.id}-{i}-{suffix(5)}",
+                index=i,
+                node=nodes[i % len(nodes)]["metadata"]["id"],
+                address=addresses[i],
+            )
+            replica.blocked = self._blocked_reason(i)
+            self.event(
+                "Normal", "Scheduled", f"Successfully assigned to {replica.node}", replica.id
+            )
+            self.replicas.append(replica)
+            if replica.blocked is None:
+                self._start(replica, names[i][0], hosts_file)
+
+    def _blocked_reason(self, index: int) -> str | None:
+        if self.fault("image_pull") or not self._image_pullable():
+            return "image_pull"
+        for kind in ("never_ready", "mount_error"):
+            fault = self.fault(kind)
+            if fault and fault.worker == index:
+                return kind
+        return None
+
+    def _image_pullable(self) -> bool:
+        """nvcr.io images need an image pull secret for nvcr.io (made from an NGC key)."""
+        image = ((self.spec.get("container") or {}).get("image")) or ""
+        if not image.startswith("nvcr.io/"):
+            return True
+        return self.pull_secret_ok
+
+    def _start(self, replica: Replica, hostname: str, hosts_file: Path) -> None:
+        command = (self.spec.get("container") or {}).get("command") or ["/bin/bash", "-c", "true"]
+        self.event("Normal", "Started", "Started container main", replica.id)
+        replica.start(
+            sandbox.wrap(command, hosts_file, hostname),
+            self._env(replica),
+            self.root / replica.id,
+        )
+
+    def _env(self, replica: Replica) -> dict[str, str]:
+        shape = catalog.shape(self.spec.get("resource_shape") or "") or {"spec": {}}
+        bindir = str(Path(sys.executable).parent)
+        env = {
+            "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.root / replica.id),
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+        }
+        for item in self.spec.get("envs") or []:
+            ref = (item.get("value_from") or {}).get("secret_name_ref")
+            env[item["name"]] = self.secrets.get(ref, "") if ref else str(item.get("value") or "")
+        env.update(
+            {
+                "LEPTON_JOB_NAME": self.id,
+                "LEPTON_JOB_SERVICE_PREFIX": self.id,
+                "LEPTON_SUBDOMAIN": f"{self.id}-job-svc",
+                "LEPTON_JOB_WORKER_PREFIX": "worker",
+                "LEPTON_JOB_WORKER_HOSTNAME_PREFIX": "worker",
+                "LEPTON_JOB_TOTAL_WORKERS": str(self.workers),
+                "LEPTON_JOB_WORKER_INDEX": str(replica.index),
+                "LEPTON_WORKER_ID": replica.id,
+                "LEPTON_JOB_FAILURE_COUNT": str(self.failure_count),
+                "LEPTON_WORKSPACE_ID": self.workspace,
+                "LEPTON_RESOURCE_ACCELERATOR_TYPE": shape["spec"].get("accelerator_type") or "",
+                "LEPTON_RESOURCE_ACCELERATOR_NUM": str(shape["spec"].get("accelerator_num") or 0),
+                "LEPTON_VIRTUAL_ENV": sys.prefix,
+            }
+        )
+        return env
+
+    def _blocked_events(self, replica: Replica) -> None:
+        image = (self.spec.get("container") or {}).get("image") or ""
+        if replica.blocked == "image_pull":
+            self.event("Normal", "Pulling", f'Pulling image "{image}"', replica.id)
+            self.event(
+                "Warning",
+                "Failed",
+                f'Failed to pull image "{image}": 401 Unauthorized (check the image pull secret)',
+                replica.id,
+            )
+            self.event("Warning", "BackOff", f'Back-off pulling image "{image}"', replica.id)
+        elif replica.blocked == "mount_error":
+            self.event(
+                "Warning",
+                "FailedMount",
+                "MountVolume.SetUp failed: mount point not found on node " + replica.node,
+                replica.id,
+            )
+        elif replica.blocked == "never_ready":
+            self.event(
+                "Warning", "Unhealthy", "Readiness probe failed: container not ready", replica.id
+            )
+
+    def _fire_timed_faults(self, now: float) -> None:
+        evict = self.fault("evict")
+        if evict and self.running_since and now - self.running_since >= evict.after_s:
+            preemptible = (self.spec.get("queue_config") or {}).get("can_be_preempted")
+            reason = "Preempted" if preemptible else "Evicted"
+            for replica in self.replicas:
+                if replica.running:
+                    replica.kill("evict")
+                    self.event(
+                        "Warning",
+                        reason,
+                        f"Pod was {reason.lower()}: the shared node group {replica.node} "
+                        "reclaimed its resources for a higher-priority workload",
+                        replica.id,
+                    )
+            self.faults.remove(evict)
+        for kind in ("oom", "exit"):
+            fault = self.fault(kind)
+            if not fault or fault.worker >= len(self.replicas):
+                continue
+            replica = self.replicas[fault.worker]
+            if replica.running and replica.started_at and now - replica.started_at >= fault.after_s:
+                replica.kill(kind)
+                replica.forced_exit = fault.exit_code
+                if kind == "oom":
+                    pid = replica.proc.pid if replica.proc else 0
+                    self.event(
+                        "Warning",
+                        "OOMKilled",
+                        f"OOM encountered, victim process: python, pid: {pid}",
+                        replica.id,
+                    )
+                self.faults.remove(fault)
+
+    def _replica_ended(self, replica: Replica) -> None:
+        code = replica.exit_code
+        if replica.killed_for == "exit" and replica.forced_exit is not None:
+            replica.exit_code = code = replica.forced_exit
+        if code == 0:
+            return
+        self.failed += 1
+        if replica.killed_for == "evict":
+            if all(not r.running for r in self.replicas):
+                self._job_failed("evicted")
+            return
+        self.event(
+            "Warning",
+            "BackOff",
+            f"Container main exited with code {code}"
+            + (" (OOMKilled)" if replica.killed_for == "oom" else ""),
+            replica.id,
+        )
+        if replica.restarts < int(self.spec.get("max_failure_retry") or 0):
+            replica.restarts += 1
+            replica.lines.append(
+                (time.time_ns(), f"--- restart {replica.restarts} of this worker ---")
+            )
+            self._start(replica, f"worker-{replica.index}.{self.id}-job-svc", self.root / "hosts")
+            return
+        self._job_failed(f"worker {replica.index} exited with code {code}")
+
+    def _job_failed(self, why: str) -> None:
+        for replica in self.replicas:
+            replica.kill("failure")
+        for replica in self.replicas:
+            if replica.proc is not None:
+                replica.proc.wait(timeout=10)
+                replica.reap()
+        if self.failure_count < int(self.spec.get("max_job_failure_retry") or 0):
+            self.history.append(self._details("Failed"))
+            self.failure_count += 1
+            self.event("Warning", "Restarting", f"Job attempt failed ({why}); restarting")
+            self.restart_at = time.time() + 0.5
+            self.move("Restarting")
+            return
+        self.event("Warning", "BackoffLimitExceeded", f"Job has failed: {why}")
+        self.move("Failed")
+
+    def stop(self) -> None:
+        self.move("Stopping")
+        for replica in self.replicas:
+            replica.kill("stop", grace=2.0)
+        for replica in self.replicas:
+            if replica.proc is not None:
+                replica.proc.wait(timeout=10)
+                replica.reap()
+        self.event("Normal", "Stopped", "Job stopped by user")
+        self.move("Stopped")
+
+    def resume(self) -> None:
+        self.replicas = []
+        self.completion_ms = None
+        self.move("Starting")
+
+    def end(self) -> None:
+        for replica in self.replicas:
+            replica.kill("delete")
