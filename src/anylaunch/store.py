@@ -240,6 +240,31 @@ class Store:
                 db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
             return True
 
+    def record_attempt(
+        self, job_id: str, native_id: str, meta: dict[str, Any], detail: str
+    ) -> bool:
+        """A resubmission under the same job id: new native id, one event, state unchanged.
+
+        False (and nothing written) if the job is already terminal or was asked to
+        cancel: a late poll must not start a job the user stopped.
+        """
+        with self._write() as db:
+            row = db.execute(
+                "SELECT state, cancel_requested_at FROM jobs WHERE id = ?", (job_id,)
+            ).fetchone()
+            if row is None or State(row["state"]).terminal or row["cancel_requested_at"]:
+                return False
+            now = time.time()
+            db.execute(
+                "UPDATE jobs SET native_id = ?, meta = ?, updated_at = ? WHERE id = ?",
+                (native_id, json.dumps(meta), now, job_id),
+            )
+            db.execute(
+                "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
+                (job_id, now, row["state"], detail),
+            )
+            return True
+
     def reserve_port(self, port: int, job_id: str) -> bool:
         """Claim a port for a live job; False if another live job holds it."""
         now = time.time()
