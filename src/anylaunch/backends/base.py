@@ -86,6 +86,8 @@ class Backend(Protocol):
 
 _REGISTRY = {
     "local": "anylaunch.backends.local.backend:LocalBackend",
+    "lepton": "anylaunch.backends.lepton.backend:LeptonBackend",
+    "slurm": "anylaunch.backends.slurm.backend:SlurmBackend",
 }
 
 

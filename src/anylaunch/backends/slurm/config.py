@@ -1,41 +1,91 @@
-"""The `slurm:` section (AutoModel's SlurmConfig fields, R-A2)."""
+"""The `slurm:` section: AutoModel's SlurmConfig fields (R-A2) and what real users need next.
+
+The seed's fields come first and keep its names and defaults (master_port 13742). The
+rest maps one-to-one onto sbatch options, so a Slurm user finds what they already know.
+Durations accept Slurm's own spellings; YAML reads an unquoted `04:00:00` as a number of
+seconds (base 60), so numbers are taken as seconds too.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from anylaunch.redact import MASK, is_secret_name
+
+_DURATION = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$")
 _TIME = re.compile(r"^(\d+-)?\d{1,2}:\d{2}:\d{2}$")
+_MEM = re.compile(r"^\d+[KMGT]?$")
+SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "URG")
+
+
+def duration_seconds(value: str | int) -> int:
+    """Seconds in a duration: a number of seconds, `MM:SS`, `HH:MM:SS` or `D-HH[:MM[:SS]]`."""
+    if isinstance(value, int):
+        return value
+    match = _DURATION.match(value.strip())
+    if not match:
+        raise ValueError(f"'{value}' is not a duration such as 600, '10:00' or '01:00:00'")
+    days, first, second, third = match.groups()
+    parts = [int(p) for p in (first, second, third) if p is not None]
+    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
+        parts += [0] * (3 - len(parts))
+        return int(days) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+    if len(parts) == 1:  # a bare number is seconds, as everywhere else in anylaunch
+        return parts[0]
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+def slurm_time(seconds: int) -> str:
+    """Seconds as Slurm's `[D-]HH:MM:SS`."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    text = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
 
 
 class VolumeMapping(BaseModel):
+    """A bind mount into the Pyxis container: `source` on the nodes -> `dest` inside."""
+
     model_config = ConfigDict(extra="forbid")
 
     source: str
     dest: str
+    readonly: bool = False
 
     @classmethod
     def coerce(cls, value: Any) -> Any:
+        """`"src:dst[:ro]"` and a bare `"/path"` (same path inside) are the usual shorthands."""
         if isinstance(value, str):
-            src, sep, dst = value.partition(":")
-            if not src or (sep and not dst):
-                raise ValueError("write 'source:dest' or a mapping with source and dest")
-            return {"source": src, "dest": dst or src}
+            parts = value.split(":")
+            if len(parts) == 1 and parts[0]:
+                return {"source": parts[0], "dest": parts[0]}
+            if len(parts) in (2, 3) and all(parts[:2]) and parts[2:] in ([], ["ro"], ["rw"]):
+                return {"source": parts[0], "dest": parts[1], "readonly": parts[2:] == ["ro"]}
+            raise ValueError("write 'source:dest' or 'source:dest:ro', or a mapping")
         return value
+
+    def pyxis(self) -> str:
+        return f"{self.source}:{self.dest}" + (":ro" if self.readonly else "")
 
 
 class SlurmSection(BaseModel):
+    """Every key of the `slurm:` section; unknown keys are errors with a suggestion."""
+
     model_config = ConfigDict(extra="forbid")
 
+    # -- the seed's fields (AutoModel SlurmConfig) --
     job_name: str | None = None
     nodes: int | None = Field(default=None, ge=1)
-    ntasks_per_node: int | None = Field(default=None, ge=1)
+    ntasks_per_node: int | None = Field(default=None, ge=1, description="ranks per node")
     time: str | None = Field(default=None, description="HH:MM:SS or D-HH:MM:SS")
     account: str | None = None
     partition: str | None = None
-    container_image: str | None = None
+    container_image: str | None = Field(default=None, description="Pyxis/Enroot image")
     nemo_mount: VolumeMapping | None = None
     hf_home: str | None = None
     extra_mounts: list[VolumeMapping] = Field(default_factory=list)
@@ -43,12 +93,77 @@ class SlurmSection(BaseModel):
     env_vars: dict[str, str] = Field(default_factory=dict)
     nsys_enabled: bool = False
 
-    @field_validator("time")
+    # -- resources --
+    gpus_per_node: int | None = Field(default=None, ge=0, description="--gpus-per-node")
+    gres: str | None = Field(default=None, description="--gres, e.g. gpu:8")
+    cpus_per_task: int | None = Field(default=None, ge=1)
+    mem: str | None = Field(default=None, description="--mem per node, e.g. 64G")
+    exclusive: bool = False
+    constraint: str | None = None
+    qos: str | None = None
+    reservation: str | None = None
+    dependency: str | None = Field(default=None, description="e.g. afterok:1234")
+    array_parallelism: int | None = Field(default=None, ge=1, description="splits at once (%N)")
+
+    # -- time limit, preemption (R-A7) --
+    signal: str | None = Field(default="USR1", description="sent before the time limit; null: off")
+    signal_lead: int = Field(default=600, ge=1, le=65535, description="seconds before the limit")
+    requeue: bool = True
+    checkpoint_write_time: int | None = Field(
+        default=None, ge=0, description="how long a checkpoint write takes (preflight)"
+    )
+
+    # -- script --
+    sbatch_lines: list[str] = Field(default_factory=list, description="extra #SBATCH options")
+    template: str | None = Field(default=None, description="a user's sbatch template file")
+    python: str | None = Field(default=None, description="interpreter on the nodes (torchrun)")
+    workdir: str | None = Field(default=None, description="--chdir; relative to the job file")
+
+    @field_validator("time", mode="before")
     @classmethod
-    def _time_format(cls, value: str | None) -> str | None:
-        if value is not None and not _TIME.match(value):
+    def _time_format(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value <= 0:
+                raise ValueError("must be positive")
+            return slurm_time(value)  # YAML's reading of an unquoted 04:00:00
+        if isinstance(value, str) and not _TIME.match(value):
             raise ValueError(f"'{value}' is not HH:MM:SS or D-HH:MM:SS")
         return value
+
+    @field_validator("signal_lead", "checkpoint_write_time", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return duration_seconds(value) if isinstance(value, str) else value
+
+    @field_validator("signal", mode="before")
+    @classmethod
+    def _signal_name(cls, value: Any) -> Any:
+        if value is None or value is False:
+            return None
+        if not isinstance(value, str):
+            return value
+        name = value.upper().removeprefix("SIG")
+        if name not in SIGNALS:
+            raise ValueError(f"'{value}' is not one of {', '.join(SIGNALS)} (or null)")
+        return name
+
+    @field_validator("mem")
+    @classmethod
+    def _mem_format(cls, value: str | None) -> str | None:
+        if value is not None and not _MEM.match(value):
+            raise ValueError(f"'{value}' is not a size such as 64G or 500M")
+        return value
+
+    @field_validator("sbatch_lines")
+    @classmethod
+    def _sbatch_lines(cls, value: list[str]) -> list[str]:
+        lines = []
+        for line in value:
+            option = line.strip().removeprefix("#SBATCH").strip()
+            if not option.startswith("-") or "\n" in option:
+                raise ValueError(f"'{line}' is not an sbatch option such as --mail-type=END")
+            lines.append(option)
+        return lines
 
     @field_validator("nemo_mount", mode="before")
     @classmethod
@@ -59,3 +174,30 @@ class SlurmSection(BaseModel):
     @classmethod
     def _mounts(cls, value: Any) -> Any:
         return [VolumeMapping.coerce(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("env_vars", mode="before")
+    @classmethod
+    def _env_as_text(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: _env_text(v) for k, v in value.items()}
+        return value
+
+    @field_serializer("env_vars")
+    def _masked(self, value: dict[str, str]) -> dict[str, str]:
+        # The store keeps `spec.redacted()`; `env_vars: {HF_TOKEN: ${HF_TOKEN}}` (the seed's
+        # own example) must not put the token there.
+        return {k: (MASK if is_secret_name(k) else v) for k, v in value.items()}
+
+    def public_env(self) -> dict[str, str]:
+        return {k: v for k, v in self.env_vars.items() if not is_secret_name(k)}
+
+    def secret_env(self) -> dict[str, str]:
+        return {k: v for k, v in self.env_vars.items() if is_secret_name(k)}
+
+
+def _env_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | float):
+        return str(value)
+    return value

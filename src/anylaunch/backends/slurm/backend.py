@@ -1,0 +1,207 @@
+"""The Slurm backend: sbatch to submit, one squeue (+ at most one sacct) to poll many jobs.
+
+The job's directory (under `$ANYLAUNCH_HOME/jobs/`) holds the script and every node's
+log, so it must be on a filesystem the compute nodes share with the submitting host —
+as home directories are on most clusters.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
+from anylaunch.backends.slurm import commands, states
+from anylaunch.backends.slurm import plan as slurm_plan
+from anylaunch.errors import BackendError, ConfigError
+from anylaunch.plan import Plan
+from anylaunch.spec import JobSpec
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store
+
+CANCEL_WAIT_S = 60.0
+# Inherited from an enclosing allocation, these would bend the new job (SLURM_JOB_ID,
+# SLURM_NTASKS, ...); SLURM_CONF says which cluster to talk to and stays.
+_KEEP = frozenset({"SLURM_CONF"})
+
+
+class SlurmBackend:
+    name: ClassVar[str] = "slurm"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        supports_arrays=True, native_retries=True, log_follow=True, cancel_on_interrupt=False
+    )
+
+    def __init__(self) -> None:
+        # slurm.env_vars secrets, from prepare() to submit() of the same job: the plan
+        # (and so the store) only ever holds their names.
+        self._section_secrets: dict[str, dict[str, str]] = {}
+
+    # -- rendering ------------------------------------------------------------------------
+
+    def prepare(
+        self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
+    ) -> PlanContext:
+        values: dict[str, Any] = {"workdir": _workdir(spec)}
+        section = spec.slurm
+        if section and section.template:
+            where = _relative_to_job_file(spec, section.template)
+            try:
+                values["template"] = Path(where).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot read the template {where} ({exc.strerror})",
+                    file=spec.source,
+                    key="slurm.template",
+                    fix="give the path of an sbatch template (relative to the job file)",
+                ) from None
+            values["template_path"] = where
+        if reserve and section:
+            self._section_secrets[job_id] = section.secret_env()
+        return PlanContext(job_id=job_id, job_dir=job_dir, values=values)
+
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+        return slurm_plan.render(spec, ctx)
+
+    def plan_array(self, spec: JobSpec, splits: Sequence[tuple[int, PlanContext]]) -> Plan:
+        """One script for many splits (`sbatch --array`), each split an anylaunch job."""
+        first = splits[0][1]
+        rows = [{"split_id": i, "job_id": c.job_id, "job_dir": c.job_dir} for i, c in splits]
+        values = {**first.values, "splits": rows}
+        return slurm_plan.render(spec, PlanContext(first.job_id, first.job_dir, values))
+
+    def describe(self, plan: Plan) -> str:
+        return slurm_plan.describe(plan)
+
+    # -- side effects ---------------------------------------------------------------------
+
+    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+        native = self._sbatch(plan, secrets)
+        return native, {"requeue": plan.payload["requeue"], "array": False}
+
+    def submit_array(
+        self, plan: Plan, secrets: Mapping[str, str]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Submit the array once; each split's native id is `<array id>_<split id>`."""
+        base = self._sbatch(plan, secrets)
+        meta = {"requeue": plan.payload["requeue"], "array": True, "array_job_id": base}
+        return [(f"{base}_{s['split_id']}", meta) for s in plan.payload["splits"]]
+
+    def _sbatch(self, plan: Plan, secrets: Mapping[str, str]) -> str:
+        job_dirs = [s["job_dir"] for s in plan.payload["splits"]] or [plan.job_dir]
+        for job_dir in job_dirs:
+            # sbatch fails a job whose --output directory is missing (ExitCode 0:53).
+            (Path(job_dir) / "logs").mkdir(parents=True, exist_ok=True)
+            for rel, text in plan.files.items():
+                if rel != slurm_plan.SCRIPT_FILE or job_dir == plan.job_dir:
+                    (Path(job_dir) / rel).write_text(text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k in _KEEP}
+        env.update(self._secret_values(plan, secrets))
+        workdir = plan.payload["workdir"]
+        proc = commands.run(
+            slurm_plan.sbatch_argv(plan),
+            env=env,
+            cwd=workdir if os.path.isdir(workdir) else None,
+        )
+        return commands.parse_job_id(proc.stdout)
+
+    def _secret_values(self, plan: Plan, secrets: Mapping[str, str]) -> dict[str, str]:
+        stashed: dict[str, str] = {}
+        for job_id in [plan.job_id, *(s["job_id"] for s in plan.payload["splits"])]:
+            stashed.update(self._section_secrets.pop(job_id, {}))
+        values: dict[str, str] = {}
+        for name in [*plan.secret_env, *plan.payload.get("section_secret_env", [])]:
+            value = secrets.get(name, stashed.get(name, os.environ.get(name)))
+            if value is None:
+                raise BackendError(
+                    f"secret {name} has no value — export {name}=... before submitting",
+                    code="CONFIG",
+                )
+            values[name] = value
+        return values
+
+    def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
+        """One squeue for every job; sacct only for jobs slurmctld has already forgotten."""
+        by_native = {job.native_id: job for job in jobs if job.native_id}
+        seen: dict[str, Observation] = {
+            job.id: Observation(State.UNKNOWN, detail="not submitted to Slurm")
+            for job in jobs
+            if not job.native_id
+        }
+        if not by_native:
+            return seen
+        try:
+            queue = commands.squeue(list(by_native))
+        except BackendError:
+            queue = {}  # slurmctld unreachable: accounting may still answer
+        for native, row in queue.items():
+            job = by_native.get(native)
+            if job is not None:
+                seen[job.id] = _observe(row, job)
+        forgotten = [native for native in by_native if native not in queue]
+        if forgotten:
+            try:
+                acct = commands.sacct(forgotten)
+            except BackendError:
+                acct = {}
+            for native in forgotten:
+                row = acct.get(native)
+                if row is not None:
+                    seen[by_native[native].id] = _observe(row, by_native[native])
+        return seen
+
+    def cancel(self, job: JobRecord) -> None:
+        """scancel, then wait until Slurm reports the job finished (or forgets it)."""
+        if not job.native_id:
+            return
+        commands.run(["scancel", job.native_id])
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        interval = 0.1
+        while time.monotonic() < deadline:
+            row = commands.squeue([job.native_id]).get(job.native_id)
+            if row is None or states.to_state(row.state, requeue=False).terminal:
+                return
+            time.sleep(interval)
+            interval = min(interval * 1.5, 1.0)
+        raise BackendError(
+            f"Slurm did not confirm the cancel of {job.native_id} in {CANCEL_WAIT_S:.0f}s"
+            f" — check with: squeue -j {job.native_id}",
+            code="SLURM",
+        )
+
+    def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
+        nodes = int(job.plan.get("payload", {}).get("nodes", 1))
+        if node is not None and not 0 <= node < nodes:
+            raise BackendError(
+                f"job {job.id} has nodes 0..{nodes - 1}, not {node} — use --node 0..{nodes - 1}",
+                code="USAGE",
+            )
+        for rank in range(nodes):
+            if node is None or rank == node:
+                yield LogSource(
+                    node=rank, path=str(Path(job.job_dir) / "logs" / f"node-{rank}.log")
+                )
+
+
+def _observe(row: commands.Row, job: JobRecord) -> Observation:
+    requeue = bool(job.meta.get("requeue", True))
+    state = states.to_state(row.state, requeue=requeue)
+    exit_code = row.exit_code if state.terminal else None
+    return Observation(state, exit_code, states.detail(row.state, row.reason, requeue=requeue))
+
+
+def _workdir(spec: JobSpec) -> str:
+    section = spec.slurm
+    if section and section.workdir:
+        return _relative_to_job_file(spec, section.workdir)
+    return os.getcwd()
+
+
+def _relative_to_job_file(spec: JobSpec, value: str) -> str:
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        base = Path(spec.source).resolve().parent if spec.source else Path.cwd()
+        path = base / path
+    return str(path)

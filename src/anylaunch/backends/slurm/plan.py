@@ -1,0 +1,120 @@
+"""JobSpec + context -> Plan for Slurm: the full sbatch script, and how it is submitted.
+
+Pure: the working directory and a user template's text arrive in the PlanContext
+(`prepare` reads them), so `--dry-run` never touches a cluster.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import yaml
+
+from anylaunch.backends.base import PlanContext
+from anylaunch.backends.slurm import script, shell, template
+from anylaunch.backends.slurm.config import SlurmSection
+from anylaunch.errors import ConfigError
+from anylaunch.plan import Plan
+from anylaunch.spec import JobSpec
+
+SCRIPT_FILE = "sbatch.sh"
+
+
+def render(spec: JobSpec, ctx: PlanContext) -> Plan:
+    section = spec.slurm or SlurmSection()
+    _check(spec, section)
+    splits = [script.Split(**s) for s in ctx.values.get("splits", [])]
+    job = script.Job(
+        spec=spec,
+        section=section,
+        job_id=ctx.job_id,
+        job_dir=ctx.job_dir,
+        name=section.job_name or spec.name or ctx.job_id,
+        nodes=section.nodes or spec.nodes or 1,
+        ntasks=section.ntasks_per_node or spec.gpus_per_node or 1,
+        workdir=ctx.values["workdir"],
+        splits=splits,
+    )
+    # sbatch opens --output before the script runs; an array's tasks then move their
+    # output into their own job directory (see script.setup).
+    output = (
+        f"{splits[0].job_dir}/logs/array-%a.log" if splits else f"{ctx.job_dir}/logs/node-0.log"
+    )
+    parts = {
+        "sbatch": "\n".join(script.sbatch_header(job, output)),
+        "setup": "\n".join(script.setup(job)),
+        "launch": "\n".join(script.launch(job)),
+    }
+    text = template.fill(ctx.values.get("template"), parts, file=ctx.values.get("template_path"))
+    files = {SCRIPT_FILE: text}
+    if any(script.CONFIG_PLACEHOLDER in arg for arg in spec.command):
+        files[script.RECIPE_FILE] = yaml.safe_dump(spec.recipe, sort_keys=False)
+    secrets = sorted(spec.secret_env())
+    section_secrets = sorted(set(section.secret_env()) - set(secrets))
+    report_dir = spec.profile.output_dir if spec.profile and spec.profile.output_dir else None
+    return Plan(
+        backend="slurm",
+        job_id=ctx.job_id,
+        name=job.name,
+        job_dir=ctx.job_dir,
+        payload={
+            "script": text,
+            "script_path": str(Path(ctx.job_dir) / SCRIPT_FILE),
+            "workdir": job.workdir,
+            "nodes": job.nodes,
+            "ntasks_per_node": job.ntasks,
+            "launcher": job.launcher,
+            "world_size": job.world_size,
+            "requeue": section.requeue,
+            "splits": [vars(s) for s in splits],
+            # Secrets of slurm.env_vars, by name: the values are resolved at submit.
+            "section_secret_env": section_secrets,
+            "nsys_reports": (
+                f"{report_dir or '{job_dir}'}/nsys/{{job_id}}-*.nsys-rep" if job.nsys else None
+            ),
+        },
+        files=files,
+        secret_env=secrets,
+    )
+
+
+def sbatch_argv(plan: Plan) -> list[str]:
+    """How the script is submitted: secrets named in --export, their values in the environment."""
+    names = [*plan.secret_env, *plan.payload.get("section_secret_env", [])]
+    export = ",".join(["ALL", *names])
+    return ["sbatch", "--parsable", f"--export={export}", plan.payload["script_path"]]
+
+
+def describe(plan: Plan) -> str:
+    """The script as it will be submitted, preceded by the sbatch command line."""
+    head = f"# {shlex.join(sbatch_argv(plan))}"
+    names = [*plan.secret_env, *plan.payload.get("section_secret_env", [])]
+    if names:
+        head += f"\n# secrets from the submitting environment: {', '.join(names)}"
+    return f"{head}\n{plan.payload['script']}"
+
+
+def _check(spec: JobSpec, section: SlurmSection) -> None:
+    if not spec.command:
+        raise ConfigError(
+            "no command to run",
+            file=spec.source,
+            key="command",
+            fix="add 'command:' to the job file or pass it after '--'",
+        )
+    for where, env in (("env", spec.env), ("slurm.env_vars", section.env_vars)):
+        for name in env:
+            if not shell.valid_name(name):
+                raise ConfigError(
+                    f"'{name}' is not a valid environment variable name",
+                    file=spec.source,
+                    key=f"{where}.{name}",
+                    fix="use letters, digits and '_' only, not starting with a digit",
+                )
+    if section.template and spec.source is None and not Path(section.template).is_absolute():
+        raise ConfigError(
+            "a relative template path needs a job file to be relative to",
+            key="slurm.template",
+            fix="give an absolute path",
+        )

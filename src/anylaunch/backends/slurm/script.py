@@ -1,0 +1,370 @@
+"""Render the sbatch script of a job (R-A2, R-A3, R-A6, R-A7): pure text, no cluster.
+
+The script has three parts, which a user template (`slurm.template`) may arrange:
+`{{ sbatch }}` the #SBATCH header, `{{ setup }}` the environment every node shares, and
+`{{ launch }}` the per-task program started by srun. Values that differ per node
+(NODE_RANK, RANK) are derived inside each task from Slurm's variables: a value computed
+once in the batch shell runs on the first node only and is wrong everywhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from anylaunch.backends.slurm import shell
+from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
+from anylaunch.backends.slurm.shell import Sh, Word, concat, export, path, var, word, words
+from anylaunch.rendezvous import Rendezvous, torchrun_target
+from anylaunch.spec import JobSpec
+
+RECIPE_FILE = "recipe.yaml"
+CONFIG_PLACEHOLDER = "{config}"
+# Defaults for NCCL that a job file (`env:`) or the submitting environment overrides.
+NCCL_DEFAULTS = {
+    "NCCL_DEBUG": "WARN",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "PYTHONUNBUFFERED": "1",  # rank output reaches the log files as it is printed
+}
+EXIT_MOUNT_MISSING = 97
+EXIT_PORT_IN_USE = 98
+
+
+@dataclass(frozen=True)
+class Split:
+    """One task of an array: its split id and its anylaunch job."""
+
+    split_id: int
+    job_id: str
+    job_dir: str
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything rendering needs, resolved from the spec, the section and the context."""
+
+    spec: JobSpec
+    section: SlurmSection
+    job_id: str
+    job_dir: str
+    name: str
+    nodes: int
+    ntasks: int  # ranks per node
+    workdir: str
+    splits: list[Split] = field(default_factory=list)  # empty: not an array
+
+    @property
+    def launcher(self) -> str:
+        return self.spec.launcher
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes if self.launcher == "none" else self.nodes * self.ntasks
+
+    @property
+    def image(self) -> str | None:
+        return self.section.container_image or self.spec.image
+
+    @property
+    def nsys(self) -> bool:
+        return self.section.nsys_enabled or bool(self.spec.profile and self.spec.profile.nsys)
+
+    @property
+    def time_s(self) -> int | None:
+        return duration_seconds(self.section.time) if self.section.time else None
+
+
+def pyxis_image(image: str) -> str:
+    """`nvcr.io/nvidia/nemo:dev` -> `nvcr.io#nvidia/nemo:dev`: Pyxis wants `#` after a registry.
+
+    Docker Hub names (`ubuntu:22.04`), squashfs files and images already in Pyxis form
+    are left alone.
+    """
+    if "#" in image or image.startswith(("/", "./", "../")) or image.endswith(".sqsh"):
+        return image
+    host, sep, rest = image.partition("/")
+    if sep and ("." in host or ":" in host or host == "localhost"):
+        return f"{host}#{rest}"
+    return image
+
+
+def sbatch_header(job: Job, output: str) -> list[str]:
+    """The #SBATCH lines; sbatch reads them with shell-like quoting, so values are quoted."""
+    s = job.section
+    opts: list[tuple[str, str | None]] = [
+        ("--job-name", job.name),
+        ("--nodes", str(job.nodes)),
+        ("--ntasks-per-node", str(job.ntasks)),
+    ]
+    if s.time:
+        opts.append(("--time", s.time))
+    for flag, value in (
+        ("--account", s.account),
+        ("--partition", s.partition),
+        ("--qos", s.qos),
+        ("--reservation", s.reservation),
+        ("--constraint", s.constraint),
+        ("--gres", s.gres),
+        ("--mem", s.mem),
+        ("--dependency", s.dependency),
+    ):
+        if value:
+            opts.append((flag, value))
+    if s.gpus_per_node is not None:
+        opts.append(("--gpus-per-node", str(s.gpus_per_node)))
+    if s.cpus_per_task is not None:
+        opts.append(("--cpus-per-task", str(s.cpus_per_task)))
+    if s.exclusive:
+        opts.append(("--exclusive", None))
+    if job.splits:
+        spec = ",".join(str(split.split_id) for split in job.splits)
+        if s.array_parallelism:
+            spec += f"%{s.array_parallelism}"
+        opts.append(("--array", spec))
+    opts += [("--chdir", job.workdir), ("--output", output), ("--open-mode", "append")]
+    if s.time and s.signal:
+        # B: signals the batch shell, which forwards to the ranks (a plain --signal would
+        # reach only job steps, and torchrun would die of it).
+        opts.append(("--signal", f"B:{s.signal}@{s.signal_lead}"))
+    opts.append(("--requeue" if s.requeue else "--no-requeue", None))
+    opts.append(("--comment", f"anylaunch:{job.job_id}"))
+    lines = [
+        f"#SBATCH {flag}" + ("" if value is None else f"={word(value)}") for flag, value in opts
+    ]
+    lines += [f"#SBATCH {line}" for line in s.sbatch_lines]
+    return lines
+
+
+def setup(job: Job) -> list[str]:
+    """The batch shell's part: identity, rendezvous, environment, checks on every node."""
+    s, spec = job.section, job.spec
+    out = ["set -uo pipefail", ""]
+    if job.splits:
+        out.append("# One anylaunch job per array task: its split id, id and directory.")
+        out.append('export SPLIT_ID="$SLURM_ARRAY_TASK_ID"')
+        out.append('case "$SPLIT_ID" in')
+        for split in job.splits:
+            out.append(
+                f"  {split.split_id}) ANYLAUNCH_JOB_ID={word(split.job_id)}"
+                f" ANYLAUNCH_JOB_DIR={word(split.job_dir)} ;;"
+            )
+        out.append("esac")
+        out.append("export ANYLAUNCH_JOB_ID ANYLAUNCH_JOB_DIR")
+        out.append('mkdir -p "$ANYLAUNCH_JOB_DIR/logs"')
+        out.append('exec >>"$ANYLAUNCH_JOB_DIR/logs/node-0.log" 2>&1')
+    else:
+        out.append(export("ANYLAUNCH_JOB_ID", job.job_id))
+        out.append(export("ANYLAUNCH_JOB_DIR", job.job_dir))
+    out += [
+        "",
+        "# Rendezvous: the first host of the allocation is the master (R-A3).",
+        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        export("MASTER_PORT", str(s.master_port)),
+        export("NNODES", str(job.nodes)),
+        export("NUM_GPU_PER_NODE", str(job.ntasks)),
+        export("NPROC_PER_NODE", str(job.ntasks)),
+        export("WORLD_SIZE", str(job.world_size)),
+    ]
+    if job.time_s:
+        out.append("# When Slurm will kill the job (epoch seconds), for programs that checkpoint.")
+        out.append(f"export ANYLAUNCH_DEADLINE=$(( $(date +%s) + {job.time_s} ))")
+    user_env = {**spec.public_env(), **s.public_env()}
+    secret_names = sorted({*spec.secret_env(), *s.secret_env()})
+    out.append("")
+    out.append("# Defaults that env: or the submitting environment override.")
+    for name, value in NCCL_DEFAULTS.items():
+        if name not in user_env:
+            out.append(f"export {name}=${{{name}:-{value}}}")
+    if s.hf_home:
+        out.append(export("HF_HOME", path(s.hf_home)))
+    if s.nemo_mount:
+        out.append(f"export PYTHONPATH={word(s.nemo_mount.dest)}${{PYTHONPATH:+:$PYTHONPATH}}")
+    if user_env:
+        out.append("")
+        out.append("# env: and slurm.env_vars")
+        out += [export(name, value) for name, value in user_env.items()]
+    if secret_names:
+        out.append(
+            "# Secrets reach the job from the submitting environment (sbatch --export),"
+            f" never this file: {', '.join(secret_names)}"
+        )
+    check = _node_check(job)
+    if check:
+        out += ["", *check]
+    return out
+
+
+def _node_check(job: Job) -> list[str]:
+    """Mount sources must exist on every node, not just where anylaunch runs (R-A7)."""
+    s, spec = job.section, job.spec
+    sources = [m.source for m in s.extra_mounts] + [m.source for m in spec.mounts]
+    if s.nemo_mount:
+        sources.append(s.nemo_mount.source)
+    if not sources and not s.hf_home:
+        return []
+    script = (
+        'for p in "$@"; do [ -e "$p" ] || { echo "anylaunch: mount source $p is missing on node'
+        ' $SLURMD_NODENAME — create it on every node or fix slurm.extra_mounts" >&2;'
+        f" exit {EXIT_MOUNT_MISSING}; }}; done"
+    )
+    if s.hf_home:
+        script = 'mkdir -p "$HF_HOME" && ' + script
+    argv: list[Word] = ["srun", f"--ntasks={job.nodes}", "--ntasks-per-node=1"]
+    argv += _log_options()
+    argv += ["bash", "-c", script, "anylaunch-check", *(path(src) for src in sources)]
+    return ["# Check on every node that the mount sources exist.", f'{words(argv)} || exit "$?"']
+
+
+def _log_options() -> list[Word]:
+    return [
+        concat("--output=", var("ANYLAUNCH_JOB_DIR"), "/logs/node-%n.log"),
+        "--open-mode=append",
+    ]
+
+
+def _program(job: Job) -> list[Word]:
+    """The command of one task, per launcher mode (DESIGN: how the command runs)."""
+    s, spec = job.section, job.spec
+    command = [_config_arg(arg) for arg in spec.command]
+    if job.launcher == "torchrun":
+        launcher: list[Word] = (
+            [s.python, "-m", "torch.distributed.run"] if s.python else ["torchrun"]
+        )
+        rdzv = Rendezvous("$MASTER_ADDR", s.master_port, job.nodes, job.ntasks)
+        args: list[Word] = list(rdzv.torchrun_args("$SLURM_NODEID"))
+        # torchrun_args holds our own "$VAR" strings: expand them on the node.
+        args = [Sh(f'"{a}"') if isinstance(a, str) and a.startswith("$") else a for a in args]
+        return [*launcher, *args, *_torchrun_target(spec.command, command)]
+    if s.python and command and command[0] in ("python", "python3"):
+        command = [s.python, *command[1:]]
+    return command
+
+
+def _torchrun_target(plain: list[str], command: list[Word]) -> list[Word]:
+    """`torchrun_target` (a leading python dropped, `--no-python` for executables) applied
+    to the rendered words, which may hold `{config}` expansions."""
+    target = torchrun_target(plain)
+    no_python = target[:1] == ["--no-python"] and plain[:1] != ["--no-python"]
+    dropped = len(plain) - (len(target) - (1 if no_python else 0))
+    rest = command[dropped:]
+    return ["--no-python", *rest] if no_python else rest
+
+
+def _config_arg(arg: str) -> Word:
+    """`{config}` becomes the recipe file written into the job's directory."""
+    if CONFIG_PLACEHOLDER not in arg:
+        return arg
+    pieces: list[Word] = []
+    for i, part in enumerate(arg.split(CONFIG_PLACEHOLDER)):
+        if i:
+            pieces.append(concat(var("ANYLAUNCH_JOB_DIR"), f"/{RECIPE_FILE}"))
+        pieces.append(part)
+    return concat(*pieces)
+
+
+def task_body(job: Job) -> list[str]:
+    """What every task runs: rank variables, pitfall checks, hooks, the program."""
+    s, spec = job.section, job.spec
+    out = [
+        'export NODE_RANK="$SLURM_NODEID"',
+        'echo "anylaunch: task $SLURM_PROCID, node $SLURM_NODEID of $NNODES on'
+        f' $SLURMD_NODENAME (launcher: {job.launcher})" >&2',
+    ]
+    if job.launcher == "srun":
+        out.append('export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID"')
+        out.append(export("LOCAL_WORLD_SIZE", str(job.ntasks)))
+    if s.time and s.signal:
+        out.append(
+            f"# {s.signal} before the time limit reaches every process of the step: ignored"
+            " unless a rank installs a handler, so torchrun and ranks that do not checkpoint"
+            " keep running until the limit."
+        )
+        out.append(f"trap '' {s.signal}")
+    out += [
+        'if [ "$SLURM_PROCID" = 0 ] && (exec 3<>"/dev/tcp/127.0.0.1/$MASTER_PORT") 2>/dev/null; then',
+        '  echo "anylaunch: MASTER_PORT $MASTER_PORT is already in use on $SLURMD_NODENAME'
+        ' — set slurm.master_port to a free port" >&2',
+        f"  exit {EXIT_PORT_IN_USE}",
+        "fi",
+    ]
+    program = _program(job)
+    if job.nsys:
+        out_dir: Word = (
+            path(spec.profile.output_dir)
+            if spec.profile and spec.profile.output_dir
+            else var("ANYLAUNCH_JOB_DIR")
+        )
+        report = concat(out_dir, "/nsys/", var("ANYLAUNCH_JOB_ID"), "-", var("SLURM_NODEID"))
+        if job.launcher == "srun":
+            report = concat(report, "-", var("SLURM_LOCALID"))
+        out.append(f"mkdir -p {word(concat(out_dir, '/nsys'))}")
+        nsys_args = spec.profile.nsys_args if spec.profile else []
+        program = ["nsys", "profile", "-o", report, "--force-overwrite=true", *nsys_args, *program]
+    if spec.hooks.pre:
+        out += ["set -e", *spec.hooks.pre, "set +e"]
+    if spec.hooks.post:
+        out += [words(program), "rc=$?", *spec.hooks.post, 'exit "$rc"']
+    else:
+        out.append(f"exec {words(program)}")
+    return out
+
+
+def launch(job: Job) -> list[str]:
+    """The srun line and the batch shell's wait, forwarding the early signal (R-A7)."""
+    s = job.section
+    body = "\n".join(task_body(job))
+    tag = shell.heredoc_tag(body)
+    srun: list[Word] = ["srun"]
+    if job.launcher == "srun":
+        srun += [f"--ntasks-per-node={job.ntasks}", "--kill-on-bad-exit=1"]
+    else:
+        cpus = job.ntasks * (s.cpus_per_task or 1)
+        srun += [
+            f"--ntasks={job.nodes}",
+            "--ntasks-per-node=1",
+            f"--cpus-per-task={cpus}",
+            "--kill-on-bad-exit=1",
+        ]
+    srun += _log_options()
+    if job.image:
+        srun.append(f"--container-image={pyxis_image(job.image)}")
+        mounts = _container_mounts(job)
+        if mounts:
+            joined: list[Word] = ["--container-mounts="]
+            for i, mount in enumerate(mounts):
+                joined += ([","] if i else []) + [mount]
+            srun.append(concat(*joined))
+        if s.workdir:
+            srun.append(concat("--container-workdir=", job.workdir))
+    out = [
+        f"# The program of every task (launcher: {job.launcher}).",
+        f"read -r -d '' ANYLAUNCH_TASK <<'{tag}' || true",
+        body,
+        tag,
+        f'{words(srun)} bash -c "$ANYLAUNCH_TASK" &',
+        "srun_pid=$!",
+    ]
+    if s.time and s.signal:
+        out.append(
+            f"trap 'echo \"anylaunch: {s.signal} {s.signal_lead}s before the time limit;"
+            f' forwarding it to the ranks"; kill -{s.signal} "$srun_pid"\' {s.signal}'
+        )
+    out += [
+        "# wait returns early when a trapped signal arrives; wait again until srun ends.",
+        'while :; do wait "$srun_pid"; rc=$?; kill -0 "$srun_pid" 2>/dev/null || break; done',
+        'exit "$rc"',
+    ]
+    return out
+
+
+def _container_mounts(job: Job) -> list[Word]:
+    s, spec = job.section, job.spec
+    mounts: list[Word] = []
+    for m in [*s.extra_mounts, *([s.nemo_mount] if s.nemo_mount else [])]:
+        mounts.append(concat(path(m.source), ":", path(m.dest), ":ro" if m.readonly else ""))
+    for m in spec.mounts:
+        mounts.append(concat(path(m.source), ":", path(m.dest), ":ro" if m.readonly else ""))
+    if s.hf_home:
+        mounts.append(concat(path(s.hf_home), ":", path(s.hf_home)))
+    # The job's directory: the recipe file and nsys reports live there.
+    mounts.append(concat(var("ANYLAUNCH_JOB_DIR"), ":", var("ANYLAUNCH_JOB_DIR")))
+    return mounts
