@@ -167,16 +167,22 @@ def _state(text: str) -> Any:
 def status(job_id: str, as_json: bool) -> None:
     """Show a job's state, exit code and state history."""
     from anylaunch import api
+    from anylaunch.reports import profile_reports
 
     job = api.get(job_id)
     job.status()
     summary = {**job.record.summary(), "events": job.events()}
+    reports = profile_reports(job.record)
+    if reports:
+        summary["reports"] = reports
     if as_json:
         _emit_json(summary)
         return
     from anylaunch.tables import job_detail
 
     job_detail(summary)
+    for report in reports:
+        click.echo(f"    report  {report}")
 
 
 @cli.command()

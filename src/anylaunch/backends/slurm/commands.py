@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from anylaunch.backends.slurm.states import from_exit_pair
+from anylaunch.backends.slurm.states import from_exit_pair, from_wait_status
 from anylaunch.errors import BackendError
 
 CALLS: Counter[str] = Counter()  # tool name -> calls made by this process
@@ -101,7 +101,7 @@ def squeue(native_ids: Sequence[str]) -> dict[str, Row]:
             continue
         job_id, array_job, array_task, state, status, reason = (p.strip() for p in parts[:6])
         native = f"{array_job}_{array_task}" if array_task not in ("", "N/A") else job_id
-        code = int(status) if status.isdigit() else None
+        code = from_wait_status(int(status)) if status.isdigit() else None
         rows[native] = Row(native, state, code, reason)
     return rows
 
