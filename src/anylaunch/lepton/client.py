@@ -10,6 +10,7 @@ was lost is never sent twice blindly: the job is first looked up by the name we 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -264,6 +265,20 @@ class LeptonClient:
                 out.append((int(value[0]), labels, str(value[1])))
         out.sort(key=lambda v: v[0], reverse=direction == "backward")
         return out
+
+    def job_log_lines(
+        self, job_id: str, since: float, *, limit: int = 10000
+    ) -> list[tuple[int, dict[str, Any], str]]:
+        """Every collected line of a job since `since` (epoch s), oldest first, page by page."""
+        start = int((since - 120) * 1e9)
+        end = time.time_ns() + 60 * 10**9
+        out: list[tuple[int, dict[str, Any], str]] = []
+        while True:
+            page = self.logs(job_id, start_ns=start, end_ns=end, limit=limit, direction="forward")
+            out += page
+            if len(page) < limit:
+                return out
+            start = page[-1][0] + 1
 
     def stream_replica_log(
         self, job_id: str, replica_id: str, *, read_timeout: float = 60.0

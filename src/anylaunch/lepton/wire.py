@@ -204,3 +204,9 @@ class StoragePermission(Wire):
 class SecretItem(Wire):
     name: str
     value: str | None = None
+
+
+def replica_index(replica_id: str, job_id: str) -> int | None:
+    """Worker index from a replica id `<job_id>-<index>-<5 chars>` (NeMo-Run reads it so)."""
+    rest = replica_id.removeprefix(job_id + "-").split("-", 1)[0]
+    return int(rest) if replica_id.startswith(job_id + "-") and rest.isdigit() else None

@@ -1,18 +1,108 @@
-"""The `lepton:` section (the seed's create_job parameters, R-L4)."""
+"""The `lepton:` section: the seed's create_job parameters (R-L4) in the job file.
+
+Rules that need no API call are checked here, so their errors name the file and line.
+Everything that needs the workspace (shape from gpu_count, node group name -> id,
+volumes) is resolved later, in the backend's `prepare`.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PriorityClass = Literal[
+    "low-1000", "low-2000", "low-3000", "mid-4000", "mid-5000", "mid-6000",
+    "high-7000", "high-8000", "high-9000",
+]  # fmt: skip
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class LeptonMount(BaseModel):
+    """A volume of the node group mounted into every replica (Lepton's Mount object).
+
+    `from` is `node-nfs:<volume>` (or `node-local`); `path` is the folder inside the
+    volume; `mount_path` is where the job sees it. The CLI's string form
+    `PATH:MOUNT_PATH:VOLUME` also works.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    path: str = "/"
+    from_: str = Field(alias="from")
+    mount_path: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            parts = value.split(":")
+            if len(parts) != 3 or not all(parts):
+                raise ValueError(
+                    "write 'PATH:MOUNT_PATH:VOLUME' or a mapping with from and mount_path"
+                )
+            path, mount_path, volume = parts
+            source = volume if volume.startswith("node-") else f"node-nfs:{volume}"
+            return {"path": path, "from": source, "mount_path": mount_path}
+        return value
+
+    @field_validator("mount_path", "path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"'{value}' must be an absolute path")
+        return value
 
 
 class LeptonSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    resource_shape: str | None = None
-    gpu_count: int | None = Field(default=None, ge=1)
+    resource_shape: str | None = Field(default=None, description="shape id; else from gpu_count")
+    gpu_count: int | None = Field(default=None, ge=1, description="GPUs (ranks) per node")
     num_nodes: int | None = Field(default=None, ge=1)
-    dedicated_node_group: str | None = None
+    dedicated_node_group: str | None = Field(default=None, description="node group name or id")
     env_vars: dict[str, str] = Field(default_factory=dict)
-    mounts: list[dict[str, str]] = Field(default_factory=list)
+    mounts: list[LeptonMount] | None = Field(
+        default=None, description="explicit; else discovered from the node group's volumes"
+    )
     image_pull_secrets: list[str] = Field(default_factory=list)
-    can_be_preempted: bool = False
+    priority_class: PriorityClass | None = None
+    can_be_preempted: bool | None = None
+    can_preempt: bool | None = None
+    max_failure_retry: int | None = Field(default=None, ge=0, description="per worker")
+    max_job_failure_retry: int | None = Field(default=None, ge=0, description="per whole job")
+    eviction_retries: int = Field(
+        default=2, ge=0, description="resubmissions after eviction/preemption (R-X4)"
+    )
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    shared_memory_size: int | None = Field(default=None, ge=0, description="MiB")
+    secrets: dict[str, str] = Field(
+        default_factory=dict, description="env name -> an existing workspace secret's name"
+    )
+    ngc_pull_secret: str = Field(
+        default="anylaunch-ngc", description="image pull secret made from NGC_KEY for nvcr.io"
+    )
+
+    @field_validator("env_vars", mode="before")
+    @classmethod
+    def _env_as_text(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: str(v) if isinstance(v, int | float | bool) else v for k, v in value.items()}
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for env, name in value.items():
+            if not _SECRET_NAME.match(name):
+                raise ValueError(f"secret name '{name}' for {env} has characters Lepton rejects")
+        return value
+
+    @model_validator(mode="after")
+    def _queue_needs_node_group(self) -> LeptonSection:
+        if self.priority_class and not self.dedicated_node_group:
+            raise ValueError(
+                "priority_class needs dedicated_node_group (Lepton queues only exist on node groups)"
+            )
+        return self

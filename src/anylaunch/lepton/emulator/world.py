@@ -55,9 +55,9 @@ class World:
 
     def _maybe_archive(self, job: JobRun) -> None:
         ttl = job.spec.get("ttl_seconds_after_finished")
-        if job.state in ("Completed", "Failed") and job.completion_ms and ttl is not None:
-            if time.time() * 1000 - job.completion_ms >= int(ttl) * 1000:
-                job.move("Archived")
+        finished = job.state in ("Completed", "Failed") and job.completion_ms
+        if finished and ttl is not None and time.time() * 1000 - finished >= int(ttl) * 1000:
+            job.move("Archived")
 
     # -- jobs -----------------------------------------------------------------------
 

@@ -1,0 +1,291 @@
+"""The lepton backend: jobs on DGX Cloud Lepton through its REST API (R-L2..R-L16, R-X4).
+
+`prepare` asks the workspace for what the job file leaves open (shape, node group id,
+volumes); `plan` renders the exact POST body; `submit` creates the secrets the body
+refers to and the job; `poll` reads every job with one paginated list call, and
+resubmits jobs that were evicted or preempted, under the same anylaunch job id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
+from anylaunch.backends.lepton import plan as lepton_plan
+from anylaunch.backends.lepton import resolve, states
+from anylaunch.backends.lepton.config import LeptonSection
+from anylaunch.errors import BackendError
+from anylaunch.lepton import wire
+from anylaunch.lepton.client import LeptonClient
+from anylaunch.lepton.errors import LeptonNotFound
+from anylaunch.plan import Plan
+from anylaunch.spec import JobSpec
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store
+
+PENDING_PREFIX = "pending:"  # native id while a resubmission is being created
+NGC_REGISTRY = "nvcr.io"
+
+
+class LeptonBackend:
+    name: ClassVar[str] = "lepton"
+    capabilities: ClassVar[Capabilities] = Capabilities(log_follow=True)
+
+    def __init__(self, client_factory: Any = None) -> None:
+        self._client_factory = client_factory or LeptonClient
+
+    def _client(self) -> LeptonClient:
+        return self._client_factory()
+
+    # -- render ---------------------------------------------------------------------
+
+    def prepare(
+        self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
+    ) -> PlanContext:
+        section = spec.lepton or LeptonSection()
+        nodes = section.num_nodes or spec.nodes or 1
+        gpus = section.gpu_count or spec.gpus_per_node
+        client: LeptonClient | None = None
+
+        def api() -> LeptonClient:
+            nonlocal client
+            client = client or self._client()
+            return client
+
+        try:
+            group = (
+                resolve.node_group_id(api(), spec, section.dedicated_node_group)
+                if section.dedicated_node_group
+                else None
+            )
+            shape = section.resource_shape or resolve.shape(api(), spec, gpus, group)
+            needs_volumes = section.mounts is None and group is not None
+            mounts = resolve.mounts(api() if needs_volumes else None, spec, group)  # type: ignore[arg-type]
+        finally:
+            if client is not None:
+                client.close()
+        pull = list(section.image_pull_secrets)
+        if _wants_ngc_secret(spec) and section.ngc_pull_secret not in pull:
+            pull.append(section.ngc_pull_secret)
+        return PlanContext(
+            job_id=job_id,
+            job_dir=job_dir,
+            values={
+                "num_nodes": nodes,
+                "gpus_per_node": gpus or 1,
+                "shape": shape,
+                "node_group_id": group,
+                "mounts": mounts,
+                "pull_secrets": pull,
+            },
+        )
+
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+        return lepton_plan.render(spec, ctx)
+
+    def describe(self, plan: Plan) -> str:
+        return lepton_plan.describe(plan)
+
+    # -- side effects ---------------------------------------------------------------
+
+    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+        with self._client() as client:
+            _put_secrets(client, plan, secrets)
+            _ensure_ngc_secret(client, plan, secrets)
+            created = client.create_job(plan.payload)
+        native = created.metadata.id or ""
+        return native, {
+            "name": plan.name,
+            "attempt": 1,
+            "attempts": [{"attempt": 1, "native_id": native, "name": plan.name}],
+        }
+
+    def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
+        out: dict[str, Observation] = {}
+        with self._client() as client:
+            found = _find(client, {j.native_id for j in jobs if j.native_id})
+            for job in jobs:
+                if job.native_id and job.native_id.startswith(PENDING_PREFIX):
+                    out[job.id] = self._finish_resubmit(client, job)
+                    continue
+                native = found.get(job.native_id or "")
+                out[job.id] = (
+                    Observation(State.UNKNOWN, None, "not found in the workspace")
+                    if native is None
+                    else self._observe(client, job, native)
+                )
+        return out
+
+    def _observe(self, client: LeptonClient, job: JobRecord, native: wire.LeptonJob) -> Observation:
+        state = states.to_state(native)
+        if state is State.SUCCEEDED:
+            return Observation(state, 0, None)
+        if state is not State.FAILED:
+            return Observation(state)
+        events = client.events(native.metadata.id or "")
+        evicted = states.evicted(events)
+        if evicted is None:
+            code = states.exit_code(events)
+            return Observation(State.FAILED, code, _failure_detail(events, code))
+        return self._resubmit(client, job, evicted)
+
+    def _resubmit(self, client: LeptonClient, job: JobRecord, why: wire.Event) -> Observation:
+        """Evicted or preempted: the same job again, from its newest checkpoint (R-X4)."""
+        store = _store_of(job)
+        record = store.get(job.id)
+        section = LeptonSection.model_validate(record.spec.get("lepton") or {})
+        attempt = int(record.meta.get("attempt", 1)) + 1
+        cause = f"{why.reason}: {why.message or ''}".strip().rstrip(":")
+        if attempt > section.eviction_retries + 1:
+            return Observation(
+                State.PREEMPTED,
+                None,
+                f"{cause}; no resubmission left (lepton.eviction_retries={section.eviction_retries})"
+                " — use a dedicated_node_group",
+            )
+        body = lepton_plan.for_attempt(record.plan["payload"], job.id, attempt)
+        name = body["metadata"]["id"]
+        meta = {
+            **record.meta,
+            "attempt": attempt,
+            "name": name,
+            "attempts": [
+                *record.meta.get("attempts", []),
+                {"attempt": attempt, "native_id": None, "name": name},
+            ],
+        }
+        detail = f"attempt {attempt}: attempt {attempt - 1} ended by {cause}; resubmitted as {name}"
+        if not store.record_attempt(
+            job.id, job.native_id or "", PENDING_PREFIX + name, meta, detail
+        ):
+            return Observation(State.UNKNOWN)  # another process resubmitted, or it was cancelled
+        job.native_id, job.meta = PENDING_PREFIX + name, meta
+        return self._finish_resubmit(client, job, body)
+
+    def _finish_resubmit(
+        self, client: LeptonClient, job: JobRecord, body: dict[str, Any] | None = None
+    ) -> Observation:
+        """Create (or find, after a crash) the job a resubmission named, and record its id."""
+        name = (job.native_id or "").removeprefix(PENDING_PREFIX)
+        store = _store_of(job)
+        created = client.find_job_by_name(name)
+        if created is None:
+            if body is None:
+                record = store.get(job.id)
+                body = lepton_plan.for_attempt(
+                    record.plan["payload"], job.id, int(record.meta.get("attempt", 2))
+                )
+            created = client.create_job(body)
+        native = created.metadata.id or ""
+        meta = dict(job.meta)
+        meta["attempts"] = [
+            {**a, "native_id": native} if a.get("name") == name else a
+            for a in meta.get("attempts", [])
+        ]
+        store.set_native(job.id, native, meta)
+        job.native_id, job.meta = native, meta
+        return Observation(State.UNKNOWN)
+
+    def cancel(self, job: JobRecord) -> None:
+        with self._client() as client:
+            native = job.native_id or ""
+            if native.startswith(PENDING_PREFIX):
+                found = client.find_job_by_name(native.removeprefix(PENDING_PREFIX))
+                native = found.metadata.id if found and found.metadata.id else ""
+            if native:
+                with contextlib.suppress(LeptonNotFound):  # gone already: nothing to stop
+                    client.stop_job(native)
+
+    def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
+        nodes = int((job.plan.get("payload", {}).get("spec") or {}).get("completions") or 1)
+        if node is not None and not 0 <= node < nodes:
+            raise BackendError(
+                f"job {job.id} has nodes 0..{nodes - 1}, not {node} — use --node 0..{nodes - 1}",
+                code="USAGE",
+            )
+        native = job.native_id or ""
+        texts: dict[int, list[str]] = {i: [] for i in range(nodes)}
+        if native and not native.startswith(PENDING_PREFIX):
+            with self._client() as client:
+                for _, labels, line in client.job_log_lines(native, job.created_at):
+                    index = wire.replica_index(str(labels.get("replica", "")), native)
+                    if index in texts:
+                        texts[index].append(line)
+        for index in range(nodes):
+            if node is None or index == node:
+                lines = texts[index]
+                yield LogSource(node=index, text="".join(f"{line}\n" for line in lines))
+
+
+def _find(client: LeptonClient, wanted: set[str]) -> dict[str, wire.LeptonJob]:
+    """Our jobs from one paginated list call; a job the list misses is fetched by id."""
+    wanted = {w for w in wanted if not w.startswith(PENDING_PREFIX)}
+    found: dict[str, wire.LeptonJob] = {}
+    if not wanted:
+        return found
+    for job in client.list_jobs():
+        if job.metadata.id in wanted:
+            found[job.metadata.id] = job
+            if len(found) == len(wanted):
+                break
+    for missing in wanted - set(found):
+        try:
+            found[missing] = client.get_job(missing)
+        except LeptonNotFound:
+            continue
+    return found
+
+
+def _failure_detail(events: list[wire.Event], code: int | None) -> str:
+    warning = next(
+        (e for e in reversed(events) if e.type == "Warning" and e.reason != "BackoffLimitExceeded"),
+        None,
+    )
+    what = f"{warning.reason}: {warning.message}" if warning else "the job failed"
+    return what if code is None or str(code) in what else f"{what} (exit code {code})"
+
+
+def _store_of(job: JobRecord) -> Store:
+    """The store this record came from (job_dir is <store>/jobs/<id>)."""
+    return Store(Path(job.job_dir).parent.parent)
+
+
+def _ngc_key(secrets: Mapping[str, str]) -> str | None:
+    return secrets.get("NGC_KEY") or os.environ.get("NGC_KEY")
+
+
+def _wants_ngc_secret(spec: JobSpec) -> bool:
+    return (spec.image or "").startswith(NGC_REGISTRY + "/") and bool(
+        spec.env.get("NGC_KEY") or os.environ.get("NGC_KEY")
+    )
+
+
+def _put_secrets(client: LeptonClient, plan: Plan, secrets: Mapping[str, str]) -> None:
+    """Workspace secrets for the env entries the body refers to by name."""
+    refs = {
+        env["name"]: env["value_from"]["secret_name_ref"]
+        for env in plan.payload["spec"].get("envs", [])
+        if env.get("value_from") and env["name"] in plan.secret_env
+    }
+    missing = [name for name in refs if name not in secrets]
+    if missing:
+        raise BackendError(f"no value for secret env {', '.join(missing)} — set it and retry")
+    client.put_secrets({ref: secrets[name] for name, ref in refs.items()})
+
+
+def _ensure_ngc_secret(client: LeptonClient, plan: Plan, secrets: Mapping[str, str]) -> None:
+    """NGC_KEY -> an image pull secret for nvcr.io, made once per workspace."""
+    key = _ngc_key(secrets)
+    image = plan.payload["spec"]["container"].get("image") or ""
+    pulls = plan.payload["spec"].get("image_pull_secrets") or []
+    if not key or not image.startswith(NGC_REGISTRY + "/") or not pulls:
+        return
+    name = pulls[-1]
+    if name not in client.image_pull_secret_names():
+        client.create_image_pull_secret(
+            name, registry=NGC_REGISTRY, username="$oauthtoken", password=key
+        )

@@ -1,0 +1,86 @@
+"""The job's container command: Lepton worker variables -> rendezvous, hooks, program.
+
+Lepton injects LEPTON_JOB_WORKER_INDEX / TOTAL_WORKERS / WORKER_PREFIX / SUBDOMAIN; the
+official `lepton_env_to_pytorch.sh` (v4) turns them into MASTER_ADDR, MASTER_PORT,
+NNODES, NODE_RANK and WORKER_ADDRS. TAO and NeMo-Run download that script with wget at
+job start; we ship the same translation inside the command (R-L6), so a job never
+depends on reaching GitHub from the cluster.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from anylaunch.rendezvous import torchrun_target
+
+MASTER_PORT = 29400  # the script's constant (not torch's 29500)
+
+ENV_TRANSLATION = """\
+# Lepton worker variables -> PyTorch rendezvous (lepton_env_to_pytorch.sh v4, inline)
+export MASTER_ADDR="${LEPTON_JOB_WORKER_PREFIX}-0.${LEPTON_SUBDOMAIN}"
+export MASTER_PORT=%(port)d
+export NNODES="${LEPTON_JOB_TOTAL_WORKERS}"
+export NODE_RANK="${LEPTON_JOB_WORKER_INDEX}"
+WORKER_ADDRS=""
+for ((i = 1; i < NNODES; i++)); do
+  WORKER_ADDRS="${WORKER_ADDRS:+${WORKER_ADDRS},}${LEPTON_JOB_WORKER_PREFIX}-${i}.${LEPTON_SUBDOMAIN}"
+done
+export WORKER_ADDRS
+"""
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+_REF = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def shell_word(arg: str) -> str:
+    """Quote one argument for bash, keeping `$VAR` / `${VAR}` references live.
+
+    Job commands are shell code (DESIGN: a bare `$VAR` is left for the shell), and a raw
+    torchrun command written for Lepton says `--node-rank=$NODE_RANK`.
+    """
+    if _PLAIN.match(arg):
+        return arg
+    if _REF.search(arg) and "$(" not in arg and "`" not in arg:
+        escaped = arg.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+    return shlex.quote(arg)
+
+
+def program(command: list[str], launcher: str, gpus_per_node: int) -> str:
+    """The line each replica runs after the translation: torchrun agent or the command."""
+    if launcher == "torchrun":
+        head = (
+            'python -m torch.distributed.run --nnodes "$NNODES" '
+            f'--nproc-per-node {gpus_per_node} --node-rank "$NODE_RANK" '
+            '--master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" --max-restarts 0'
+        )
+        return head + " " + " ".join(shell_word(a) for a in torchrun_target(command))
+    return " ".join(shell_word(a) for a in command)
+
+
+def script(
+    *,
+    command: list[str],
+    launcher: str,
+    gpus_per_node: int,
+    pre: list[str],
+    post: list[str],
+    files: dict[str, str],
+) -> str:
+    """The whole bash script: translation, files (the recipe), hooks, program."""
+    lines = [ENV_TRANSLATION % {"port": MASTER_PORT}]
+    for path, text in files.items():
+        marker = "ANYLAUNCH_EOF"
+        while marker in text:
+            marker += "_"
+        lines.append(f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0] or '/')}")
+        lines.append(f"cat > {shlex.quote(path)} <<'{marker}'\n{text.rstrip(chr(10))}\n{marker}")
+    run = program(command, launcher, gpus_per_node)
+    if pre:
+        lines += ["set -e", *pre, "set +e"]
+    if post:
+        lines += [run, "rc=$?", *post, "exit $rc"]
+    else:
+        lines.append(f"exec {run}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,195 @@
+"""Render a Lepton job: the plan's payload is the exact body of `POST /jobs`.
+
+Pure: the shape, node group id, mounts and pull secrets were resolved in `prepare` and
+arrive in the PlanContext. Secret env values never enter the body: each one is a
+`value_from.secret_name_ref` to a workspace secret that `submit` creates.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import yaml
+
+from anylaunch.backends.base import PlanContext
+from anylaunch.backends.lepton import command as cmd
+from anylaunch.backends.lepton.config import LeptonSection
+from anylaunch.backends.lepton.names import job_name, secret_name
+from anylaunch.errors import ConfigError
+from anylaunch.lepton import wire
+from anylaunch.plan import Plan
+from anylaunch.spec import JobSpec
+
+RECIPE_PATH = "/tmp/anylaunch/recipe.yaml"
+CONFIG_PLACEHOLDER = "{config}"
+LABEL_JOB_ID = "anylaunch-job-id"
+LABEL_ATTEMPT = "anylaunch-attempt"
+
+
+def render(spec: JobSpec, ctx: PlanContext) -> Plan:
+    section = spec.lepton or LeptonSection()
+    values = ctx.values
+    if not spec.command:
+        raise ConfigError(
+            "no command to run",
+            file=spec.source,
+            key="command",
+            fix="add 'command:' to the job file or pass it after '--'",
+        )
+    if spec.launcher == "srun":
+        raise ConfigError(
+            "launcher 'srun' needs Slurm",
+            file=spec.source,
+            key="launcher",
+            fix="use launcher: torchrun, or none for a TAO-style command",
+        )
+    if not spec.image:
+        raise ConfigError(
+            "Lepton runs containers and needs an image",
+            file=spec.source,
+            key="image",
+            fix="add 'image:', e.g. nvcr.io/nvidia/pytorch:25.08-py3",
+        )
+    nodes, gpus = values["num_nodes"], values["gpus_per_node"]
+    command = list(spec.command)
+    files: dict[str, str] = {}
+    if any(CONFIG_PLACEHOLDER in arg for arg in command):
+        files[RECIPE_PATH] = yaml.safe_dump(spec.recipe, sort_keys=False)
+        command = [arg.replace(CONFIG_PLACEHOLDER, RECIPE_PATH) for arg in command]
+    script = cmd.script(
+        command=command,
+        launcher=spec.launcher,
+        gpus_per_node=gpus,
+        pre=spec.hooks.pre,
+        post=spec.hooks.post,
+        files=files,
+    )
+    secret_env = sorted(k for k in spec.secret_env() if k not in section.secrets)
+    body = wire.LeptonJob(
+        metadata=wire.Metadata(
+            id=job_name(spec.name, ctx.job_id),
+            labels={LABEL_JOB_ID: ctx.job_id, LABEL_ATTEMPT: "1"},
+        ),
+        spec=wire.JobUserSpec(
+            resource_shape=values["shape"],
+            affinity=(
+                wire.Affinity(allowed_dedicated_node_groups=[values["node_group_id"]])
+                if values.get("node_group_id")
+                else None
+            ),
+            container=wire.Container(image=spec.image, command=["/bin/bash", "-c", script]),
+            shared_memory_size=section.shared_memory_size,
+            completions=nodes,
+            parallelism=nodes,
+            max_failure_retry=section.max_failure_retry,
+            max_job_failure_retry=section.max_job_failure_retry,
+            envs=_envs(spec, section, ctx.job_id, nodes, gpus, secret_env),
+            mounts=[wire.Mount.model_validate(m) for m in values.get("mounts", [])],
+            image_pull_secrets=list(values.get("pull_secrets", [])),
+            ttl_seconds_after_finished=section.ttl_seconds_after_finished,
+            intra_job_communication=True if nodes > 1 else None,
+            queue_config=_queue(section),
+        ),
+    )
+    payload = body.body()
+    payload["spec"].setdefault("ttl_seconds_after_finished", 600)  # the SDK's default
+    return Plan(
+        backend="lepton",
+        job_id=ctx.job_id,
+        name=payload["metadata"]["id"],
+        job_dir=ctx.job_dir,
+        payload=payload,
+        files={},
+        secret_env=secret_env,
+    )
+
+
+def _envs(
+    spec: JobSpec,
+    section: LeptonSection,
+    job_id: str,
+    nodes: int,
+    gpus: int,
+    secret_env: list[str],
+) -> list[wire.EnvVar]:
+    plain: dict[str, str] = {**spec.public_env(), **section.env_vars}
+    plain["NUM_GPU_PER_NODE"] = str(gpus)  # the TAO entrypoint reads it
+    if spec.launcher == "none":
+        plain["WORLD_SIZE"] = str(nodes)  # TAO convention: number of nodes
+    plain["ANYLAUNCH_JOB_ID"] = job_id
+    plain["ANYLAUNCH_ATTEMPT"] = "1"
+    if spec.checkpoint and spec.checkpoint.dir:
+        plain["ANYLAUNCH_CHECKPOINT_DIR"] = spec.checkpoint.dir
+    if spec.inputs:
+        plain["ANYLAUNCH_INPUTS"] = json.dumps(spec.inputs, sort_keys=True)
+    if spec.outputs:
+        plain["ANYLAUNCH_OUTPUTS"] = json.dumps(spec.outputs, sort_keys=True)
+    _check_uris(spec)
+    envs = [wire.EnvVar(name=k, value=v) for k, v in plain.items()]
+    refs = {k: secret_name(job_id, k) for k in secret_env}
+    refs.update(section.secrets)
+    envs += [
+        wire.EnvVar(name=k, value_from=wire.SecretRef(secret_name_ref=v))
+        for k, v in sorted(refs.items())
+    ]
+    return envs
+
+
+def _check_uris(spec: JobSpec) -> None:
+    """Data lives behind s3:// URIs (R-L9); `lepton://` and friends are not storage."""
+    for key, mapping in (("inputs", spec.inputs), ("outputs", spec.outputs)):
+        for dest, uri in mapping.items():
+            scheme = uri.split("://", 1)[0] if "://" in uri else ""
+            if scheme and scheme != "s3":
+                raise ConfigError(
+                    f"'{uri}' uses {scheme}://, which is not S3-compatible storage",
+                    file=spec.source,
+                    key=f"{key}.{dest}",
+                    fix=f"write s3://bucket/path (for example s3://{uri.split('://', 1)[1]})",
+                )
+
+
+def _queue(section: LeptonSection) -> wire.QueueConfig | None:
+    if (
+        section.priority_class is None
+        and section.can_be_preempted is None
+        and section.can_preempt is None
+    ):
+        return None
+    return wire.QueueConfig(
+        priority_class=section.priority_class,
+        can_be_preempted=section.can_be_preempted,
+        can_preempt=section.can_preempt,
+    )
+
+
+def for_attempt(payload: dict[str, Any], job_id: str, attempt: int) -> dict[str, Any]:
+    """The body of a resubmission: a new name and ANYLAUNCH_ATTEMPT, the rest unchanged."""
+    body = copy.deepcopy(payload)
+    base = body["metadata"]["id"].removesuffix(f"-{job_id}")
+    body["metadata"]["id"] = job_name(base, job_id, attempt)
+    body["metadata"].setdefault("labels", {})[LABEL_ATTEMPT] = str(attempt)
+    for env in body["spec"]["envs"]:
+        if env["name"] == "ANYLAUNCH_ATTEMPT":
+            env["value"] = str(attempt)
+    return body
+
+
+def describe(plan: Plan) -> str:
+    body = plan.payload
+    script = body["spec"]["container"]["command"][-1]
+    shown = copy.deepcopy(body)
+    shown["spec"]["container"]["command"][-1] = "<script below>"
+    out = [
+        f"# POST /jobs   (Lepton job {plan.name})",
+        json.dumps(shown, indent=2),
+        "# script:",
+        script,
+    ]
+    if plan.secret_env:
+        out.append(
+            "# secrets created as workspace secrets at submit: " + ", ".join(plan.secret_env)
+        )
+    return "\n".join(out)

@@ -1,0 +1,84 @@
+"""What rendering needs from the workspace: shape id, node group id, mounts (R-L4, R-L10).
+
+Called from `prepare` only, and only for what the job file leaves open, so a file with
+an explicit shape, no node group and explicit mounts renders without any API call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anylaunch.backends.lepton.config import LeptonSection
+from anylaunch.errors import ConfigError
+from anylaunch.lepton import wire
+from anylaunch.lepton.client import LeptonClient
+from anylaunch.spec import JobSpec
+
+VOLUME_PREFERENCE = ("lustre", "filestore")
+
+
+def node_group_id(client: LeptonClient, spec: JobSpec, wanted: str) -> str:
+    groups = client.node_groups()
+    for group in groups:
+        if wanted in (group.metadata.id, group.metadata.name):
+            return group.metadata.id or wanted
+    known = ", ".join(f"{g.metadata.name} ({g.metadata.id})" for g in groups) or "none"
+    raise ConfigError(
+        f"no node group '{wanted}' in this workspace",
+        file=spec.source,
+        key="lepton.dedicated_node_group",
+        fix=f"use one of: {known}; or remove it to run on shared capacity",
+    )
+
+
+def shape(client: LeptonClient, spec: JobSpec, gpus: int | None, group: str | None) -> str:
+    """The shape with `gpus` accelerators (a CPU shape without GPUs); ambiguity is an error."""
+    shapes = client.shapes(group)
+    if gpus:
+        found = [s for s in shapes if (s.spec.accelerator_num or 0) == gpus]
+    else:
+        found = sorted(
+            (s for s in shapes if not s.spec.accelerator_num),
+            key=lambda s: (s.spec.cpu or 0, s.spec.memory_in_mb or 0),
+        )[:1]
+    ids = sorted({s.shape_id for s in found})
+    if len(ids) == 1:
+        return ids[0]
+    listed = ", ".join(sorted({s.shape_id for s in shapes})) or "none"
+    what = f"{gpus} GPUs" if gpus else "CPU only"
+    raise ConfigError(
+        f"{'several shapes' if ids else 'no shape'} with {what} in this workspace",
+        file=spec.source,
+        key="lepton.resource_shape",
+        fix=f"set lepton.resource_shape to one of: {listed}",
+    )
+
+
+def preferred_volume(volumes: list[wire.Volume]) -> wire.Volume | None:
+    """lustre > filestore > the first one (the seed's order)."""
+    for word in VOLUME_PREFERENCE:
+        for volume in volumes:
+            if word in (volume.name or "").lower() or word in (volume.from_path or "").lower():
+                return volume
+    return volumes[0] if volumes else None
+
+
+def mounts(client: LeptonClient, spec: JobSpec, group: str | None) -> list[dict[str, Any]]:
+    """Explicit `lepton.mounts`, else the node group's preferred volume.
+
+    Neutral `mounts: [source:dest]` become folders of that volume; without them the
+    whole volume appears at its default mount path.
+    """
+    section = spec.lepton or LeptonSection()
+    if section.mounts is not None:
+        return [m.model_dump(by_alias=True) for m in section.mounts]
+    if not group:
+        return []
+    volume = preferred_volume(client.node_group(group).spec.volumes)
+    if volume is None:
+        return []
+    source = f"node-{volume.from_.lower()}:{volume.name}"
+    if spec.mounts:
+        return [{"path": m.source, "from": source, "mount_path": m.dest} for m in spec.mounts]
+    target = volume.default_mount_path or f"/mnt/{volume.name}"
+    return [{"path": volume.from_path or "/", "from": source, "mount_path": target}]

@@ -1,0 +1,331 @@
+"""`LeptonSDK`: the seed's TAO-on-Lepton SDK surface, on anylaunch's backend and store.
+
+Method names and return shapes follow the seed (create_job, list_resource_shapes,
+get_volumes, get_storage_permissions, get_job_status, get_job_replicas, get_job_logs,
+cancel, get_failure_analysis). Jobs made here are recorded in the anylaunch store like
+any other, so `anylaunch ps/logs/cancel` see them, and eviction resubmission applies.
+Every method that takes a job id accepts an anylaunch job id or a Lepton job id.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from anylaunch.lepton import analysis, wire
+from anylaunch.lepton.client import Credentials, LeptonClient
+from anylaunch.lepton.errors import LeptonAuthError
+from anylaunch.redact import mask
+
+
+class LeptonSDK:
+    def __init__(
+        self,
+        workspace_id: str | None = None,
+        auth_token: str | None = None,
+        *,
+        workspace_url: str | None = None,
+        pending_timeout_s: float = 900.0,
+    ) -> None:
+        env = dict(os.environ)
+        if workspace_id:
+            env["LEPTON_WORKSPACE_ID"] = workspace_id
+        if auth_token:
+            env["LEPTON_AUTH_TOKEN"] = auth_token
+        if workspace_url:
+            env["LEPTON_WORKSPACE_URL"] = workspace_url
+        self.credentials = Credentials.from_env(env)
+        self.pending_timeout_s = pending_timeout_s
+
+    def _client(self) -> LeptonClient:
+        return LeptonClient(self.credentials)
+
+    # -- submit ---------------------------------------------------------------------
+
+    def create_job(
+        self,
+        image: str,
+        command: str | Sequence[str],
+        gpu_count: int | None = None,
+        env_vars: Mapping[str, str] | None = None,
+        inputs: Mapping[str, str] | None = None,
+        outputs: Sequence[str] | Mapping[str, str] | None = None,
+        hooks: Mapping[str, Any] | Sequence[str] | None = None,
+        *,
+        resource_shape: str | None = None,
+        dedicated_node_group: str | None = None,
+        num_nodes: int = 1,
+        mounts: Sequence[Mapping[str, str]] | None = None,
+        name: str | None = None,
+        launcher: str = "none",
+        **lepton: Any,
+    ) -> str:
+        """Submit and return at once with the job id (anylaunch's; Lepton's is its native id).
+
+        `launcher="none"` is the TAO convention (the command spawns its own ranks and
+        reads WORLD_SIZE, NUM_GPU_PER_NODE, MASTER_ADDR ...); "torchrun" wraps it.
+        Extra keyword arguments are `lepton:` section fields (priority_class, ...).
+        """
+        from anylaunch import api
+        from anylaunch.spec import JobSpec
+
+        section = {
+            "gpu_count": gpu_count,
+            "num_nodes": num_nodes,
+            "resource_shape": resource_shape,
+            "dedicated_node_group": dedicated_node_group,
+            "mounts": list(mounts) if mounts is not None else None,
+            **lepton,
+        }
+        spec = JobSpec.model_validate(
+            {
+                "name": name or "lepton-job",
+                "image": image,
+                "command": command,
+                "launcher": launcher,
+                "env": dict(env_vars or {}),
+                "inputs": dict(inputs or {}),
+                "outputs": _outputs(outputs),
+                "hooks": _hooks(hooks),
+                "lepton": {k: v for k, v in section.items() if v is not None},
+            }
+        )
+        with _credentials_env(self.credentials):
+            return api.submit(spec, "lepton").id
+
+    # -- workspace ------------------------------------------------------------------
+
+    def list_resource_shapes(self, node_group_id: str | None = None) -> dict[str, dict[str, Any]]:
+        with self._client() as client:
+            shapes = client.shapes(node_group_id)
+        return {
+            s.shape_id: {
+                "cluster": s.spec.node_group_id or node_group_id,
+                "gpu_type": s.shape_id,
+                "gpu_count": s.spec.accelerator_num or 0,
+                "instance_type": s.spec.accelerator_type or "cpu",
+                "cpu": s.spec.cpu,
+                "memory_in_mb": s.spec.memory_in_mb,
+                "description": s.spec.description,
+            }
+            for s in shapes
+        }
+
+    def get_volumes(self, node_group_id: str | None = None) -> list[dict[str, Any]]:
+        with self._client() as client:
+            groups = (
+                [client.node_group(_group_id(client, node_group_id))]
+                if node_group_id
+                else client.node_groups()
+            )
+        out = []
+        for group in groups:
+            for volume in group.spec.volumes:
+                out.append(
+                    {
+                        "name": volume.name,
+                        "from_path": volume.from_path,
+                        "type": _volume_type(volume),
+                        "from": f"node-{volume.from_.lower()}:{volume.name}",
+                        "mount_path": volume.default_mount_path,
+                        "node_group_id": group.metadata.id,
+                    }
+                )
+        return out
+
+    def get_storage_permissions(self, volume_name: str, node_group_id: str) -> list[str]:
+        with self._client() as client:
+            perms = client.storage_permissions(volume_name, _group_id(client, node_group_id))
+        return [p.path_prefix for p in perms]
+
+    # -- one job --------------------------------------------------------------------
+
+    def get_job_status(self, job_id: str) -> dict[str, Any]:
+        from anylaunch.backends.lepton.states import seed_status
+
+        with self._client() as client:
+            job = client.get_job(_native(job_id))
+        status = job.status or wire.JobStatus()
+        return {
+            "job_id": job.metadata.id,
+            "status": seed_status(status.state),
+            "state": status.state or "UNK",
+            "ready": status.ready,
+            "active": status.active,
+            "succeeded": status.succeeded,
+            "failed": status.failed,
+        }
+
+    def get_job_replicas(self, job_id: str) -> list[dict[str, Any]]:
+        native = _native(job_id)
+        with self._client() as client:
+            job = client.get_job(native)
+            replicas = client.replicas(native)
+            events = client.events(native)
+            groups = _node_groups_by_node(client)
+            shape = next(
+                (s for s in client.shapes() if s.shape_id == job.spec.resource_shape), None
+            )
+        out = []
+        for replica in replicas:
+            node = (replica.status.node if replica.status else None) or wire.ReplicaNode()
+            status: dict[str, Any] = {
+                "node": {
+                    "name": node.name,
+                    "id": node.id,
+                    "node_group_id": groups.get(node.id or ""),
+                },
+                "cpu": shape.spec.cpu if shape else None,
+                "memory_in_mb": shape.spec.memory_in_mb if shape else None,
+            }
+            issue = _readiness_issue(replica.id, events)
+            if issue:
+                status["readiness_issue"] = issue
+            out.append({"id": replica.id, "status": status})
+        return out
+
+    def get_job_logs(self, job_id: str, tail: int | None = None) -> str:
+        """The last `tail` lines of every replica (all of them without `tail`)."""
+        native = _native(job_id)
+        with self._client() as client:
+            if tail is None:
+                job = client.get_job(native)
+                lines = client.job_log_lines(native, (job.metadata.created_at or 0) / 1000)
+            else:
+                now = time.time_ns()
+                lines = client.logs(
+                    native, start_ns=now - 30 * 86400 * 10**9, end_ns=now, limit=tail,
+                    direction="backward",
+                )[::-1]  # fmt: skip
+        text = "".join(f"{line}\n" for _, _, line in lines)
+        return mask(text, [self.credentials.token])
+
+    def cancel(self, job_id: str) -> None:
+        from anylaunch import api
+        from anylaunch.errors import JobNotFound
+
+        try:
+            record = api.get(job_id)
+        except JobNotFound:
+            with self._client() as client:
+                client.stop_job(job_id)
+            return
+        with _credentials_env(self.credentials):
+            record.cancel()
+
+    def get_failure_analysis(self, job_id: str) -> dict[str, Any] | None:
+        """Why the job failed or is stuck, with the fix; None when nothing is wrong."""
+        native = _native(job_id)
+        try:
+            with self._client() as client:
+                job = client.get_job(native)
+                events = client.events(native)
+                lines = [
+                    (str(labels.get("replica", "")), line)
+                    for _, labels, line in client.job_log_lines(
+                        native, (job.metadata.created_at or 0) / 1000
+                    )
+                ]
+        except LeptonAuthError as exc:
+            return analysis.auth_failure(exc.message)
+        return analysis.analyze(
+            analysis.Evidence(job, events, lines), pending_timeout_s=self.pending_timeout_s
+        )
+
+
+def _native(job_id: str) -> str:
+    """A Lepton job id for an anylaunch job id (its latest attempt), else the id itself."""
+    from anylaunch.errors import AnylaunchError
+    from anylaunch.store import Store
+
+    store = Store()
+    try:
+        record = store.get(job_id)
+    except AnylaunchError:
+        return job_id
+    finally:
+        store.close()
+    return record.native_id or job_id
+
+
+class _credentials_env:
+    """Make the SDK's credentials the ones the backend reads, for one call."""
+
+    KEYS = ("LEPTON_WORKSPACE_ID", "LEPTON_AUTH_TOKEN", "LEPTON_WORKSPACE_URL")
+
+    def __init__(self, creds: Credentials) -> None:
+        self.values = dict(
+            zip(self.KEYS, (creds.workspace_id, creds.token, creds.url), strict=True)
+        )
+        self.saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for key, value in self.values.items():
+            self.saved[key] = os.environ.get(key)
+            os.environ[key] = value
+
+    def __exit__(self, *_: object) -> None:
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _group_id(client: LeptonClient, wanted: str | None) -> str | None:
+    if not wanted:
+        return None
+    for group in client.node_groups():
+        if wanted in (group.metadata.id, group.metadata.name):
+            return group.metadata.id
+    return wanted
+
+
+def _node_groups_by_node(client: LeptonClient) -> dict[str, str]:
+    """node id -> node group id: replicas only name their node, not its group."""
+    out = {}
+    for group in client.node_groups():
+        for node in client.nodes(group.metadata.id or ""):
+            out[node.metadata.id or ""] = group.metadata.id or ""
+    return out
+
+
+def _readiness_issue(replica_id: str, events: list[wire.Event]) -> dict[str, str] | None:
+    mine = [e for e in events if (e.regarding or {}).get("name") == replica_id]
+    reasons = {e.reason: e for e in mine}
+    if "FailedMount" in reasons:
+        return {"reason": "ConfigError", "message": reasons["FailedMount"].message or ""}
+    pull = [e for e in mine if analysis.is_pull_failure(e)]
+    if pull:
+        return {"reason": "Failed", "message": pull[-1].message or "image pull failed"}
+    if "Pulling" in reasons and "Started" not in reasons:
+        return {"reason": "InProgress", "message": "Pulling image"}
+    if "Unhealthy" in reasons:
+        return {"reason": "InProgress", "message": reasons["Unhealthy"].message or "not ready"}
+    return None
+
+
+def _volume_type(volume: wire.Volume) -> str:
+    text = f"{volume.name} {volume.from_path}".lower()
+    for word, kind in (("lustre", "Lustre"), ("filestore", "Filestore")):
+        if word in text:
+            return kind
+    return volume.from_.upper()
+
+
+def _outputs(outputs: Sequence[str] | Mapping[str, str] | None) -> dict[str, str]:
+    if outputs is None:
+        return {}
+    if isinstance(outputs, Mapping):
+        return dict(outputs)
+    return {path: "" for path in outputs}
+
+
+def _hooks(hooks: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
+    if hooks is None:
+        return {}
+    if isinstance(hooks, Mapping):
+        return dict(hooks)
+    return {"pre": list(hooks)}
