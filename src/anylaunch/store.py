@@ -241,18 +241,30 @@ class Store:
             return True
 
     def record_attempt(
-        self, job_id: str, native_id: str, meta: dict[str, Any], detail: str
+        self,
+        job_id: str,
+        expected_native_id: str,
+        native_id: str,
+        meta: dict[str, Any],
+        detail: str,
     ) -> bool:
         """A resubmission under the same job id: new native id, one event, state unchanged.
 
-        False (and nothing written) if the job is already terminal or was asked to
-        cancel: a late poll must not start a job the user stopped.
+        Compare-and-swap on the native id, so of two processes polling the same evicted
+        job only one resubmits it. False (nothing written) if another process got there
+        first, or the job is terminal or was asked to cancel: a late poll must not start
+        a job the user stopped.
         """
         with self._write() as db:
             row = db.execute(
-                "SELECT state, cancel_requested_at FROM jobs WHERE id = ?", (job_id,)
+                "SELECT state, native_id, cancel_requested_at FROM jobs WHERE id = ?", (job_id,)
             ).fetchone()
-            if row is None or State(row["state"]).terminal or row["cancel_requested_at"]:
+            if (
+                row is None
+                or row["native_id"] != expected_native_id
+                or State(row["state"]).terminal
+                or row["cancel_requested_at"]
+            ):
                 return False
             now = time.time()
             db.execute(
