@@ -11,7 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from anylaunch.redact import MASK, is_secret_name
 
@@ -57,8 +64,9 @@ class VolumeMapping(BaseModel):
     dest: str
     readonly: bool = False
 
+    @model_validator(mode="before")
     @classmethod
-    def coerce(cls, value: Any) -> Any:
+    def _from_string(cls, value: Any) -> Any:
         """`"src:dst[:ro]"` and a bare `"/path"` (same path inside) are the usual shorthands."""
         if isinstance(value, str):
             parts = value.split(":")
@@ -164,16 +172,6 @@ class SlurmSection(BaseModel):
                 raise ValueError(f"'{line}' is not an sbatch option such as --mail-type=END")
             lines.append(option)
         return lines
-
-    @field_validator("nemo_mount", mode="before")
-    @classmethod
-    def _one_mount(cls, value: Any) -> Any:
-        return VolumeMapping.coerce(value)
-
-    @field_validator("extra_mounts", mode="before")
-    @classmethod
-    def _mounts(cls, value: Any) -> Any:
-        return [VolumeMapping.coerce(v) for v in value] if isinstance(value, list) else value
 
     @field_validator("env_vars", mode="before")
     @classmethod
