@@ -23,7 +23,7 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
+    wait_random_exponential,
 )
 
 from anylaunch.lepton import wire
@@ -98,7 +98,7 @@ class LeptonClient:
         self.credentials = credentials or Credentials.from_env()
         self.attempts = attempts
         self.max_elapsed_s = max_elapsed_s
-        self._backoff = wait_exponential_jitter(initial=backoff_s, max=max_backoff_s)
+        self._backoff = wait_random_exponential(multiplier=backoff_s, max=max_backoff_s)
         self._http = httpx.Client(
             base_url=self.credentials.url,
             headers={"Authorization": f"Bearer {self.credentials.token}"},

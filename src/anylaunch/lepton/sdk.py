@@ -9,15 +9,20 @@ Every method that takes a job id accepts an anylaunch job id or a Lepton job id.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+import httpx
 
 from anylaunch.lepton import analysis, wire
 from anylaunch.lepton.client import Credentials, LeptonClient
 from anylaunch.lepton.errors import LeptonAuthError
 from anylaunch.redact import mask
+
+FINISHED = frozenset({"Completed", "Failed", "Stopped", "Deleted", "Archived"})
 
 
 class LeptonSDK:
@@ -201,6 +206,36 @@ class LeptonSDK:
                 )[::-1]  # fmt: skip
         text = "".join(f"{line}\n" for _, _, line in lines)
         return mask(text, [self.credentials.token])
+
+    def stream_job_logs(self, job_id: str, node: int = 0, poll_s: float = 0.5) -> Iterator[str]:
+        """Follow one replica's live log until the job ends.
+
+        Lepton's stream can drop mid-run; each connection re-sends the replica's log from
+        its start, so after a reconnect we skip what was already yielded.
+        """
+        native = _native(job_id)
+        seen = 0
+        with self._client() as client:
+            while True:
+                replica = next(
+                    (
+                        r
+                        for r in client.replicas(native)
+                        if wire.replica_index(r.id, native) == node
+                    ),
+                    None,
+                )
+                if replica is not None:
+                    text = ""
+                    with contextlib.suppress(httpx.TransportError):
+                        for chunk in client.stream_replica_log(native, replica.id):
+                            text += chunk
+                            if len(text) > seen:
+                                yield text[seen:]
+                                seen = len(text)
+                if client.get_job(native).state in FINISHED:
+                    return
+                time.sleep(poll_s)
 
     def cancel(self, job_id: str) -> None:
         from anylaunch import api
