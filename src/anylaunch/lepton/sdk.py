@@ -92,7 +92,7 @@ class LeptonSDK:
                 "launcher": launcher,
                 "env": dict(env_vars or {}),
                 "inputs": dict(inputs or {}),
-                "outputs": _outputs(outputs),
+                "outputs": _outputs(outputs, name or "lepton-job"),
                 "hooks": _hooks(hooks),
                 "lepton": {k: v for k, v in section.items() if v is not None},
             }
@@ -350,12 +350,20 @@ def _volume_type(volume: wire.Volume) -> str:
     return volume.from_.upper()
 
 
-def _outputs(outputs: Sequence[str] | Mapping[str, str] | None) -> dict[str, str]:
+def _outputs(outputs: Sequence[str] | Mapping[str, str] | None, name: str) -> dict[str, str]:
+    """Container path -> S3 URI; a bare list of paths goes to S3_BUCKET_NAME (the seed's)."""
     if outputs is None:
         return {}
     if isinstance(outputs, Mapping):
         return dict(outputs)
-    return {path: "" for path in outputs}
+    bucket = os.environ.get("S3_BUCKET_NAME")
+    if not bucket:
+        from anylaunch.errors import UsageError
+
+        raise UsageError(
+            "outputs given as paths need S3_BUCKET_NAME — export it, or pass {path: 's3://...'}"
+        )
+    return {path: f"s3://{bucket}/{name}/{path.strip('/')}" for path in outputs}
 
 
 def _hooks(hooks: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:

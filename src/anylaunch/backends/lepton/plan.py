@@ -123,7 +123,8 @@ def _envs(
     if spec.checkpoint and spec.checkpoint.dir:
         plain["ANYLAUNCH_CHECKPOINT_DIR"] = spec.checkpoint.dir
     if spec.inputs:
-        plain["ANYLAUNCH_INPUTS"] = json.dumps(spec.inputs, sort_keys=True)
+        inputs = {dest: _uri(source) for dest, source in spec.inputs.items()}
+        plain["ANYLAUNCH_INPUTS"] = json.dumps(inputs, sort_keys=True)
     if spec.outputs:
         plain["ANYLAUNCH_OUTPUTS"] = json.dumps(spec.outputs, sort_keys=True)
     _check_uris(spec)
@@ -140,7 +141,8 @@ def _envs(
 def _check_uris(spec: JobSpec) -> None:
     """Data lives behind s3:// URIs (R-L9); `lepton://` and friends are not storage."""
     for key, mapping in (("inputs", spec.inputs), ("outputs", spec.outputs)):
-        for dest, uri in mapping.items():
+        for dest, source in mapping.items():
+            uri = _uri(source)
             scheme = uri.split("://", 1)[0] if "://" in uri else ""
             if scheme and scheme != "s3":
                 raise ConfigError(
@@ -149,6 +151,11 @@ def _check_uris(spec: JobSpec) -> None:
                     key=f"{key}.{dest}",
                     fix=f"write s3://bucket/path (for example s3://{uri.split('://', 1)[1]})",
                 )
+
+
+def _uri(source: Any) -> str:
+    """An input is a URI string or an object with `.uri` (the storage layer's Input)."""
+    return str(getattr(source, "uri", source))
 
 
 def _queue(section: LeptonSection) -> wire.QueueConfig | None:

@@ -1,0 +1,171 @@
+"""Rendering: the dry-run plan is the exact POST body, secrets are references, config
+errors are one line with file, line and fix, and the env translation really works."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from anylaunch import config
+from anylaunch.backends.lepton.command import script
+from anylaunch.backends.lepton.names import job_name
+from anylaunch.errors import ConfigError
+
+SECRET = "hf_planted_secret_value_42"
+
+
+def test_dry_run_json_is_the_exact_post_body_with_secrets_by_reference(lcli, write, home):
+    path = write(
+        """
+        name: Train_Model.v2
+        image: nvcr.io/nvidia/tao/tao-toolkit:6.26.3-pyt
+        command: dino train -e /tmp/spec.yaml
+        launcher: none
+        env:
+          HF_TOKEN: ${HF_TOKEN}
+          BATCH: 8
+        lepton:
+          gpu_count: 8
+          num_nodes: 4
+          dedicated_node_group: h100-pool
+          priority_class: mid-4000
+          shared_memory_size: 65536
+        """
+    )
+    env = {"HF_TOKEN": SECRET, "NGC_KEY": "ngc-planted-key-77"}
+    result = lcli("run", str(path), "--dry-run", "--json", env=env)
+    assert result.rc == 0, result.err
+    assert SECRET not in result.out + result.err and "ngc-planted" not in result.out
+    out = result.json()
+    body = out["plan"]["payload"]
+    name = body["metadata"]["id"]
+    assert name.startswith("train-model-v2-") and len(name) <= 36 and name == name.lower()
+    spec = body["spec"]
+    assert spec["resource_shape"] == "gpu.8xh100-sxm"  # resolved from gpu_count
+    assert spec["affinity"] == {"allowed_dedicated_node_groups": ["ng-h100-pool-7x2k"]}
+    assert spec["completions"] == spec["parallelism"] == 4 and spec["intra_job_communication"]
+    assert spec["queue_config"] == {"priority_class": "mid-4000"}
+    assert spec["mounts"] == [  # discovered: lustre preferred over filestore
+        {"path": "/lustre", "from": "node-nfs:lustre", "mount_path": "/mnt/lustre"}
+    ]
+    envs = {e["name"]: e for e in spec["envs"]}
+    assert envs["HF_TOKEN"] == {
+        "name": "HF_TOKEN",
+        "value_from": {"secret_name_ref": f"anylaunch-{out['plan']['job_id']}-hf-token"},
+    }
+    assert envs["WORLD_SIZE"]["value"] == "4" and envs["NUM_GPU_PER_NODE"]["value"] == "8"
+    assert envs["BATCH"]["value"] == "8"
+    assert spec["image_pull_secrets"] == ["anylaunch-ngc"]  # NGC_KEY -> pull secret for nvcr.io
+    command = spec["container"]["command"]
+    assert command[:2] == ["/bin/bash", "-c"] and "exec dino train -e /tmp/spec.yaml" in command[2]
+    assert "wget" not in command[2] and "curl" not in command[2]
+    assert not (home / "jobs.db").exists() or SECRET.encode() not in (home / "jobs.db").read_bytes()
+    assert emulator_jobs(lcli) == 0  # a dry run creates nothing
+
+
+def emulator_jobs(lcli) -> int:
+    return len(json.loads(lcli("ps", "--json").out))
+
+
+def test_submitted_secrets_live_in_the_workspace_not_in_the_store(lcli, write, home, emulator):
+    path = write(
+        "image: python:3.11\ncommand: 'echo token=$HF_TOKEN'\nlauncher: none\n"
+        "env:\n  HF_TOKEN: ${HF_TOKEN}\nlepton:\n  resource_shape: cpu.small\n"
+    )
+    result = lcli("run", str(path), "--json", env={"HF_TOKEN": SECRET})
+    assert result.rc == 0, result.err
+    job = result.json()
+    assert f"token={SECRET}" in lcli("logs", job["id"]).out  # the replica got the value
+    assert SECRET.encode() not in b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+    assert list(emulator.world.secrets.values()) == [SECRET]
+
+
+def test_torchrun_command_keeps_shell_references_live(tmp_path):
+    text = script(
+        command=["torchrun", "--nnodes=$NNODES", "--node-rank=${NODE_RANK}", "it's.py"],
+        launcher="none",
+        gpus_per_node=8,
+        pre=["echo pre"],
+        post=["echo post rc"],
+        files={},
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LEPTON_JOB_WORKER_PREFIX": "worker",
+        "LEPTON_SUBDOMAIN": "myjob-job-svc",
+        "LEPTON_JOB_TOTAL_WORKERS": "3",
+        "LEPTON_JOB_WORKER_INDEX": "2",
+    }
+    fake = tmp_path / "torchrun"
+    fake.write_text(
+        '#!/bin/bash\necho "args: $*"\necho "$MASTER_ADDR $MASTER_PORT $NNODES $NODE_RANK $WORKER_ADDRS"\n'
+    )
+    fake.chmod(0o755)
+    env["PATH"] = f"{tmp_path}:{env['PATH']}"
+    out = subprocess.run(["bash", "-c", text], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [
+        "pre",
+        "args: --nnodes=3 --node-rank=2 it's.py",
+        "worker-0.myjob-job-svc 29400 3 2 worker-1.myjob-job-svc,worker-2.myjob-job-svc",
+        "post rc",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "job_id", "attempt", "expected"),
+    [
+        ("ddp-demo", "ab12cd34", 1, "ddp-demo-ab12cd34"),
+        ("My_Big Run!!", "ab12cd34", 1, "my-big-run-ab12cd34"),
+        ("9lives", "ab12cd34", 1, "job-9lives-ab12cd34"),
+        ("x" * 60, "ab12cd34", 3, "x" * 24 + "-ab12cd34-r3"),
+        (None, "ab12cd34", 1, "job-ab12cd34"),
+    ],
+)
+def test_job_names_follow_lepton_rules_and_stay_unique(name, job_id, attempt, expected):
+    assert job_name(name, job_id, attempt) == expected
+    assert len(expected) <= 36
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        (
+            "lepton:\n  gpu_cout: 8\n",
+            ":4: lepton.gpu_cout: unknown key — did you mean 'gpu_count'?",
+        ),
+        (
+            "lepton:\n  priority_class: mid-4000\n",
+            ":3: lepton: priority_class needs dedicated_node_group",
+        ),
+        (
+            "lepton:\n  priority_class: urgent\n",
+            ":4: lepton.priority_class: 'urgent' is not allowed",
+        ),
+        ("lepton:\n  mounts: ['/a:/b']\n", ":4: lepton.mounts[0]: write 'PATH:MOUNT_PATH:VOLUME'"),
+    ],
+)
+def test_bad_lepton_sections_are_one_line_errors_with_file_and_line(write, yaml_text, message):
+    path = write("image: x\ncommand: t\n" + yaml_text)
+    with pytest.raises(ConfigError) as caught:
+        config.load(path)
+    assert "\n" not in caught.value.message
+    assert caught.value.message.startswith(f"{path}{message}"), caught.value.message
+
+
+def test_workspace_errors_name_the_key_and_the_choices(lcli, write):
+    bad_group = write("image: x\ncommand: t\nlepton:\n  dedicated_node_group: a100-pool\n")
+    result = lcli("run", str(bad_group), "--dry-run")
+    assert result.rc == 2
+    assert "lepton.dedicated_node_group: no node group 'a100-pool'" in result.err
+    assert "h100-pool (ng-h100-pool-7x2k)" in result.err
+    no_shape = write("image: x\ncommand: t\nlepton:\n  gpu_count: 3\n", "g.yaml")
+    result = lcli("run", str(no_shape), "--dry-run")
+    assert result.rc == 2 and "set lepton.resource_shape to one of:" in result.err
+    lepton_uri = write(
+        "image: x\ncommand: t\ninputs:\n  /data: lepton://bucket/x\nlepton:\n  resource_shape: cpu.small\n",
+        "u.yaml",
+    )
+    result = lcli("run", str(lepton_uri), "--dry-run")
+    assert result.rc == 2 and "lepton://" in result.err and "write s3://bucket/path" in result.err
