@@ -43,6 +43,7 @@ def dry_run(spec: JobSpec, backend: str | None = None, *, store: Store | None = 
 
     store = store or Store()
     name = config.route(spec, backend)
+    spec = _with_storage_env(spec)
     impl = get_backend(name)
     job_id = new_id()
     ctx = impl.prepare(spec, job_id, str(store.jobs_dir(job_id)), store, reserve=False)
@@ -62,6 +63,11 @@ def submit(
 
     store = store or Store()
     name = config.route(spec, backend)
+    spec = _with_storage_env(spec)
+    if spec.s3_uris():
+        from anylaunch.storage.credentials import check_readable
+
+        check_readable(spec, os.environ)
     impl = get_backend(name)
     job_id = new_id()
     job_dir = str(store.jobs_dir(job_id))
@@ -91,6 +97,14 @@ def submit(
     store.set_native(job_id, native_id, meta)
     record.native_id, record.meta = native_id, meta
     return Job(record, store)
+
+
+def _with_storage_env(spec: JobSpec) -> JobSpec:
+    if not spec.s3_uris():
+        return spec
+    from anylaunch.storage.credentials import with_job_env
+
+    return with_job_env(spec, os.environ)
 
 
 def get(job_id: str, *, store: Store | None = None) -> Job:

@@ -179,6 +179,9 @@ def _config_error(located: Located, exc: ValidationError) -> ConfigError:
     if len(shown) > 60:
         shown = shown[:57] + "..."
     what = err["msg"].removeprefix("Value error, ")
+    if kind == "value_error":  # our validators' messages already say what to write
+        what, _, fix = what.partition("; ")
+        return located.error(path, what, fix or None)
     if kind == "missing":
         return located.error(path, "is required", f"add '{format_path(path)}:'")
     if kind == "literal_error":

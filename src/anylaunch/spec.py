@@ -8,17 +8,26 @@ their own models; routing picks one of them. Sizes have a neutral spelling (`nod
 from __future__ import annotations
 
 import shlex
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.backends.local.config import LocalSection
 from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.redact import MASK, is_secret_name
+from anylaunch.storage.uri import parse_s3, validate_location
 
 BACKENDS = ("local", "slurm", "skypilot", "lepton")
+S3Location = Annotated[str, AfterValidator(lambda uri: str(parse_s3(uri)) and uri)]
 Launcher = Literal["torchrun", "srun", "none"]
 
 
@@ -47,8 +56,25 @@ class Mount(Strict):
                 if len(parts) == 3 and parts[2] not in ("ro", "rw"):
                     raise ValueError(f"mode '{parts[2]}' must be ro or rw")
                 return {"source": parts[0], "dest": parts[1], "readonly": parts[2:] == ["ro"]}
-            raise ValueError("write 'source:dest' or 'source:dest:ro'")
+            raise ValueError(f"'{value}' is not a mount; write 'source:dest' or 'source:dest:ro'")
         return value
+
+
+class Input(Strict):
+    """An input: an s3:// URI (object or prefix) or a local path, optionally unpacked."""
+
+    uri: str
+    unpack: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        return {"uri": value} if isinstance(value, str) else value
+
+    @field_validator("uri")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        return validate_location(value)
 
 
 class Hooks(Strict):
@@ -94,8 +120,8 @@ class JobSpec(Strict):
     gpus_per_node: int | None = Field(default=None, ge=1)
     image: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    inputs: dict[str, str] = Field(default_factory=dict)
-    outputs: dict[str, str] = Field(default_factory=dict)
+    inputs: dict[str, Input] = Field(default_factory=dict)
+    outputs: dict[str, S3Location] = Field(default_factory=dict)
     mounts: list[Mount] = Field(default_factory=list)
     hooks: Hooks = Field(default_factory=Hooks)
     checkpoint: Checkpoint | None = None
@@ -122,6 +148,11 @@ class JobSpec(Strict):
         if isinstance(value, list):
             return [str(v) if isinstance(v, int | float) else v for v in value]
         return value
+
+    def s3_uris(self) -> list[str]:
+        """Every s3:// URI the job reads or writes."""
+        uris = [i.uri for i in self.inputs.values()] + list(self.outputs.values())
+        return [u for u in uris if u.startswith("s3://")]
 
     @field_validator("env", mode="before")
     @classmethod

@@ -21,6 +21,9 @@ class LocalSection(BaseModel):
     workdir: str | None = Field(default=None, description="working directory of every node")
     python: str | None = Field(default=None, description="interpreter for torchrun and workers")
     max_restarts: int = Field(default=0, ge=0, description="torchrun --max-restarts")
+    cache_root: str | None = Field(
+        default=None, description="cache for S3 inputs; default $ANYLAUNCH_HOME/cache"
+    )
     kill_grace_s: float = Field(
         default=10.0, ge=0, description="seconds between SIGTERM and SIGKILL on cancel/failure"
     )

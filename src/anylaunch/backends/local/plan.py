@@ -16,6 +16,7 @@ from anylaunch.errors import ConfigError
 from anylaunch.plan import Plan
 from anylaunch.rendezvous import Rendezvous, torchrun_target
 from anylaunch.spec import JobSpec
+from anylaunch.storage import manifest
 
 RECIPE_FILE = "recipe.yaml"
 CONFIG_PLACEHOLDER = "{config}"
@@ -75,16 +76,30 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
                 "log": str(job_dir / "logs" / f"node-{rank}.log"),
             }
         )
+    payload = {
+        "workdir": values["workdir"],
+        "kill_grace_s": section.kill_grace_s if section else 10.0,
+        "nodes": nodes,
+    }
+    # One machine: inputs are staged once for all simulated nodes, by the supervisor.
+    staging = manifest.build(
+        spec,
+        workdir=values["workdir"],
+        state_dir=str(job_dir / "staging"),
+        cache_root=values["cache_root"],
+    )
+    if staging is not None:
+        files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
+        path = str(job_dir / manifest.MANIFEST_FILE)
+        payload["stage_in"] = manifest.command(values["anylaunch_python"], path, "in")
+        if staging.outputs:
+            payload["stage_out"] = manifest.command(values["anylaunch_python"], path, "out")
     return Plan(
         backend="local",
         job_id=ctx.job_id,
         name=spec.name or ctx.job_id,
         job_dir=str(job_dir),
-        payload={
-            "workdir": values["workdir"],
-            "kill_grace_s": section.kill_grace_s if section else 10.0,
-            "nodes": nodes,
-        },
+        payload=payload,
         files=files,
         secret_env=sorted(spec.secret_env()),
     )

@@ -44,6 +44,16 @@ def main(job_dir: Path) -> int:
         signal.signal(sig, on_signal)
 
     store.transition(job_id, State.STARTING)
+    first_log = payload["nodes"][0]["log"]
+    if payload.get("stage_in"):
+        code = _step(payload["stage_in"], payload["workdir"], first_log, stop)
+        if stop["signal"] is not None:
+            _terminate_tree(grace)
+            return _finish(job_dir, store, job_id, State.CANCELLED, None, "cancelled")
+        if code != 0:
+            return _finish(
+                job_dir, store, job_id, State.FAILED, code, "stage-in failed (see node 0's log)"
+            )
     procs: list[subprocess.Popen[bytes]] = []
     for node in payload["nodes"]:
         Path(node["log"]).parent.mkdir(parents=True, exist_ok=True)
@@ -88,10 +98,33 @@ def main(job_dir: Path) -> int:
         time.sleep(0.1)
 
     _terminate_tree(grace)  # whatever a node left behind must not outlive the job
-    if first_failure is None:
+    # Outputs go up after failures too: partial results and logs help diagnose them.
+    staged_out = 0
+    if payload.get("stage_out") and stop["signal"] is None:
+        staged_out = _step(payload["stage_out"], payload["workdir"], first_log, stop)
+    if first_failure is None and staged_out == 0:
         return _finish(job_dir, store, job_id, State.SUCCEEDED, 0, None)
+    if first_failure is None:
+        return _finish(
+            job_dir, store, job_id, State.FAILED, staged_out, "stage-out failed (see node 0's log)"
+        )
     rank, code = first_failure
     return _finish(job_dir, store, job_id, State.FAILED, code, f"node {rank} exited with {code}")
+
+
+def _step(argv: list[str], cwd: str, log_path: str, stop: dict[str, Any]) -> int:
+    """Run a staging step to completion (or until cancelled), its output in `log_path`."""
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
+    while proc.poll() is None:
+        if stop["signal"] is not None:
+            proc.terminate()
+            return proc.wait()
+        time.sleep(0.1)
+    return proc.returncode
 
 
 def _become_subreaper() -> None:
