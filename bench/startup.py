@@ -107,6 +107,15 @@ def run(rounds: int = 15, jobs: int = 100_000) -> list[dict]:
             }
         )
     for name in skipped:
-        rows.append({"benchmark": "startup", "case": name, "median_ms": None, "ratio_to_python": None,
-                     "goal": "", "met": None, "note": "not installed (pip install '.[bench]')"})
+        rows.append(
+            {
+                "benchmark": "startup",
+                "case": name,
+                "median_ms": None,
+                "ratio_to_python": None,
+                "goal": "",
+                "met": None,
+                "note": "skipped: not installed",
+            }
+        )
     return rows
