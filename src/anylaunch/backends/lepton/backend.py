@@ -207,18 +207,26 @@ class LeptonBackend:
                 f"job {job.id} has nodes 0..{nodes - 1}, not {node} — use --node 0..{nodes - 1}",
                 code="USAGE",
             )
-        native = job.native_id or ""
         texts: dict[int, list[str]] = {i: [] for i in range(nodes)}
-        if native and not native.startswith(PENDING_PREFIX):
+        attempts = [a for a in job.meta.get("attempts", []) if a.get("native_id")]
+        if not attempts and job.native_id and not job.native_id.startswith(PENDING_PREFIX):
+            attempts = [{"attempt": 1, "native_id": job.native_id}]
+        if attempts:
             with self._client() as client:
-                for _, labels, line in client.job_log_lines(native, job.created_at):
-                    index = wire.replica_index(str(labels.get("replica", "")), native)
-                    if index in texts:
-                        texts[index].append(line)
+                for number, attempt in enumerate(attempts):
+                    native = attempt["native_id"]
+                    if number:  # earlier attempts stay visible, so the log only grows
+                        for lines in texts.values():
+                            lines.append(
+                                f"--- anylaunch: attempt {attempt['attempt']} ({native}) ---"
+                            )
+                    for _, labels, line in client.job_log_lines(native, job.created_at):
+                        index = wire.replica_index(str(labels.get("replica", "")), native)
+                        if index in texts:
+                            texts[index].append(line)
         for index in range(nodes):
             if node is None or index == node:
-                lines = texts[index]
-                yield LogSource(node=index, text="".join(f"{line}\n" for line in lines))
+                yield LogSource(node=index, text="".join(f"{line}\n" for line in texts[index]))
 
 
 def _find(client: LeptonClient, wanted: set[str]) -> dict[str, wire.LeptonJob]:

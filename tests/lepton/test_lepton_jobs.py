@@ -1,0 +1,102 @@
+"""Real jobs through `anylaunch run --backend lepton`: 2-node DDP, eviction, cancel."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from lepton_helpers import PROGRAMS, ROOT, wait_until
+
+from anylaunch.lepton import LeptonSDK
+
+
+@pytest.mark.torch
+def test_two_node_ddp_job_succeeds_and_each_node_has_its_ranks(lcli, write, tmp_path, emulator):
+    pytest.importorskip("torch")
+    path = write(
+        f"""
+        name: ddp-demo
+        image: nvcr.io/nvidia/pytorch:25.08-py3
+        command: python {ROOT}/examples/ddp_demo.py --steps 5 --checkpoint-dir {tmp_path}/ckpt
+        nodes: 2
+        gpus_per_node: 2
+        env:
+          OMP_NUM_THREADS: 1
+        lepton: {{}}
+        """
+    )
+    result = lcli("run", str(path), "--backend", "lepton", "--json", env={"NGC_KEY": "ngc-k"})
+    assert result.rc == 0, result.err + result.out
+    job = result.json()
+    assert job["state"] == "SUCCEEDED" and job["exit_code"] == 0
+    node1 = lcli("logs", job["id"], "--node", "1").out
+    ranks = re.findall(r"rank=(\d) local_rank=\d node_rank=(\d) world_size=4 master=(\S+)", node1)
+    assert sorted(r for r, _, _ in ranks) == ["2", "3"] and {n for _, n, _ in ranks} == {"1"}
+    assert {m for _, _, m in ranks} == {f"worker-0.{job['native_id']}-job-svc:29400"}
+    everything = lcli("logs", job["id"]).out
+    assert "[node 0] step 5 loss" in everything
+    replicas = LeptonSDK().get_job_replicas(job["id"])
+    assert len(replicas) == 2
+    assert {r["status"]["node"]["name"] for r in replicas} and all(
+        "readiness_issue" not in r["status"] for r in replicas
+    )
+    assert emulator.world.pull_secrets["anylaunch-ngc"]["registry_server"] == "nvcr.io"
+
+
+def evicting_job(write, tmp_path, retries: int = 2):
+    return write(
+        f"""
+        name: evict-me
+        image: python:3.11
+        command: python {PROGRAMS}/steps.py 10 0.2
+        launcher: none
+        checkpoint:
+          dir: {tmp_path}/ckpt
+        lepton:
+          resource_shape: cpu.small
+          can_be_preempted: true
+          eviction_retries: {retries}
+        """
+    )
+
+
+def test_evicted_job_resumes_from_its_newest_checkpoint_as_one_job(lcli, write, tmp_path, emulator):
+    emulator.add_fault(kind="evict", job="evict-me-*", after_s=1.2, count=1)
+    result = lcli("run", str(evicting_job(write, tmp_path)), "--json")
+    assert result.rc == 0, result.err
+    job = result.json()
+    assert job["state"] == "SUCCEEDED"
+    assert [j["id"] for j in lcli("ps", "--json").json()] == [job["id"]]
+    events = lcli("status", job["id"], "--json").json()["events"]
+    resubmits = [e["detail"] for e in events if "attempt 2" in (e["detail"] or "")]
+    assert len(resubmits) == 1 and "Preempted" in resubmits[0], events
+    assert job["native_id"].startswith(f"evict-me-{job['id']}-r2-")
+    logs = lcli("logs", job["id"]).out
+    resumed = re.search(r"resumed from step (\d+) \(attempt 2\)", logs)
+    assert resumed and int(resumed.group(1)) >= 1, logs
+    before = logs.split("--- anylaunch: attempt 2")[0]
+    assert f"step {resumed.group(1)}" in before  # it resumed from the last step it saved
+    assert logs.rstrip().endswith("done") and "step 10" in logs
+
+
+def test_eviction_without_budget_left_ends_preempted(lcli, write, tmp_path, emulator):
+    emulator.add_fault(kind="evict", job="evict-me-*", after_s=0.5)
+    result = lcli("run", str(evicting_job(write, tmp_path, retries=0)), "--json")
+    job = result.json()
+    assert result.rc == 1 and job["state"] == "PREEMPTED"
+    assert "dedicated_node_group" in job["detail"]
+
+
+def test_cancel_stops_every_replica(lcli, write, emulator):
+    path = write(
+        "name: long\nimage: python:3.11\ncommand: sleep 300\nlauncher: none\nnodes: 2\n"
+        "lepton:\n  resource_shape: cpu.small\n"
+    )
+    job = lcli("run", str(path), "--detach", "--json").json()
+    run = wait_until(lambda: next(iter(emulator.world.jobs.values()), None), what="job")
+    wait_until(lambda: run.state == "Running", what="running")
+    procs = [r.proc for r in run.replicas]
+    result = lcli("cancel", job["id"], "--json")
+    assert result.json()["state"] == "CANCELLED"
+    assert all(p is not None and p.poll() is not None for p in procs)
+    assert LeptonSDK().get_job_status(job["id"])["status"] == "Error"
