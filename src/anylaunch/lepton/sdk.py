@@ -76,6 +76,8 @@ class LeptonSDK:
         from anylaunch import api
         from anylaunch.spec import JobSpec
 
+        if isinstance(command, str) and launcher == "none":
+            command = ["bash", "-c", command]  # the seed's command is a shell line
         section = {
             "gpu_count": gpu_count,
             "num_nodes": num_nodes,
