@@ -21,6 +21,7 @@ import pytest
 
 from anylaunch import api, config, splits
 from anylaunch.backends.slurm import commands, preflight
+from anylaunch.backends.slurm.backend import SlurmBackend
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
@@ -306,3 +307,44 @@ def test_time_limit_kill_ends_timeout_after_an_early_signal(timeout_job):
     assert warned, logs
     deadline = re.search(r"waiting; deadline in (\d+)s", logs)
     assert deadline and 50 <= int(deadline.group(1)) <= 60
+
+
+def test_requeued_job_is_not_finished(write, home):
+    path = write("command: bash -c 'echo run; sleep 300'\nlauncher: none\nslurm: {}\n")
+    job = api.submit(load(path), "slurm", store=Store(home))
+    native = job.record.native_id
+    try:
+        _wait_for(lambda: job.status() is State.RUNNING, 60, "the first run")
+        commands.run(["scontrol", "requeue", native])
+        # Back in the queue (Slurm delays its restart by minutes): not finished.
+        _wait_for(lambda: commands.squeue([native])[native].state == "PENDING", 30, "requeue")
+        assert job.status() is State.RUNNING  # states never move back; nor to a final one
+        assert SlurmBackend().poll([job.record])[job.id].state is State.PENDING
+    finally:
+        assert job.cancel() is State.CANCELLED
+
+
+def test_logs_follow_prints_lines_as_the_job_writes_them(cli, write):
+    path = write("command: bash -c 'echo first; sleep 3; echo second'\nlauncher: none\nslurm: {}\n")
+    job = cli("run", str(path), "--detach", "--json").json()
+    proc = subprocess.Popen(
+        [PY, "-m", "anylaunch", "logs", job["id"], "-f"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ANYLAUNCH_HOME": str(Path(job["job_dir"]).parents[1])},
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    while "anylaunch: task" in first:
+        first = proc.stdout.readline()
+    assert first == "first\n"
+    assert proc.poll() is None  # still following: the job has not written "second" yet
+    rest, _ = proc.communicate(timeout=60)
+    assert rest.endswith("second\n") and proc.returncode == 0
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
