@@ -9,15 +9,30 @@ from lepton_helpers import PROGRAMS, ROOT, wait_until
 
 from anylaunch.lepton import LeptonSDK
 
+DEMO = f"{ROOT}/examples/ddp_demo.py --steps 5 --checkpoint-dir {{ckpt}}"
+# The seed's raw torchrun line for non-TAO containers, with Lepton's variables.
+RAW_TORCHRUN = (
+    "torchrun --nnodes=$$NNODES --nproc-per-node=2 --node-rank=$$NODE_RANK"
+    " --master-addr=$$MASTER_ADDR --master-port=$$MASTER_PORT " + DEMO
+)
+
 
 @pytest.mark.torch
-def test_two_node_ddp_job_succeeds_and_each_node_has_its_ranks(lcli, write, tmp_path, emulator):
+@pytest.mark.parametrize(
+    ("launcher", "command"),
+    [("torchrun", f"python {DEMO}"), ("none", RAW_TORCHRUN)],
+    ids=["launcher-torchrun", "raw-torchrun-command"],
+)
+def test_two_node_ddp_job_succeeds_and_each_node_has_its_ranks(
+    lcli, write, tmp_path, emulator, launcher, command
+):
     pytest.importorskip("torch")
     path = write(
         f"""
         name: ddp-demo
         image: nvcr.io/nvidia/pytorch:25.08-py3
-        command: python {ROOT}/examples/ddp_demo.py --steps 5 --checkpoint-dir {tmp_path}/ckpt
+        command: {command.format(ckpt=tmp_path / "ckpt")}
+        launcher: {launcher}
         nodes: 2
         gpus_per_node: 2
         env:
@@ -41,6 +56,30 @@ def test_two_node_ddp_job_succeeds_and_each_node_has_its_ranks(lcli, write, tmp_
         "readiness_issue" not in r["status"] for r in replicas
     )
     assert emulator.world.pull_secrets["anylaunch-ngc"]["registry_server"] == "nvcr.io"
+
+
+def test_tao_style_command_runs_once_per_node_and_meets_its_peer(lcli, write, emulator):
+    path = write(
+        f"""
+        name: tao-style
+        image: python:3.11
+        command: python {PROGRAMS}/tao_rendezvous.py
+        launcher: none
+        lepton:
+          num_nodes: 2
+          gpu_count: 8
+        """
+    )
+    result = lcli("run", str(path), "--json")
+    assert result.rc == 0, result.err
+    job = result.json()
+    native = job["native_id"]
+    node0, node1 = (lcli("logs", job["id"], "--node", str(i)).out for i in (0, 1))
+    svc = f"{native}-job-svc"
+    common = "WORLD_SIZE=2 NUM_GPU_PER_NODE=8 NNODES=2"
+    assert f"{common} NODE_RANK=0 MASTER_ADDR=worker-0.{svc} MASTER_PORT=29400" in node0
+    assert f"WORKER_ADDRS=worker-1.{svc}" in node0
+    assert "master heard from node1" in node0 and "reached the master" in node1
 
 
 def evicting_job(write, tmp_path, retries: int = 2):

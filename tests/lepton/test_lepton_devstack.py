@@ -1,0 +1,56 @@
+"""scripts/devstack.d/lepton starts the emulator through the real CLI and stops exactly it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import psutil
+import pytest
+from lepton_helpers import ROOT
+
+from anylaunch.lepton import LeptonSDK
+
+SCRIPT = ROOT / "scripts" / "devstack.d" / "lepton"
+
+
+def settings(path) -> dict[str, str]:
+    line = path.read_text().strip().removeprefix("export ")
+    return dict(pair.split("=", 1) for pair in line.split())
+
+
+def test_up_serves_a_workspace_and_down_stops_only_it(tmp_path, home):
+    state = tmp_path / "devstack"
+    subprocess.run([str(SCRIPT), "up", str(state)], check=True, timeout=120)
+    try:
+        env = settings(state / "lepton.env")
+        assert env["LEPTON_WORKSPACE_URL"].startswith("http://127.0.0.1:")
+        pid = int((state / "lepton" / "pid").read_text())
+        proc = psutil.Process(pid)
+        assert env["LEPTON_AUTH_TOKEN"] not in " ".join(proc.cmdline())  # not visible in ps
+        subprocess.run([str(SCRIPT), "up", str(state)], check=True, timeout=60)  # idempotent
+        assert int((state / "lepton" / "pid").read_text()) == pid
+        sdk = LeptonSDK(
+            env["LEPTON_WORKSPACE_ID"],
+            env["LEPTON_AUTH_TOKEN"],
+            workspace_url=env["LEPTON_WORKSPACE_URL"],
+        )
+        assert "gpu.8xh100-sxm" in sdk.list_resource_shapes()
+    finally:
+        subprocess.run([str(SCRIPT), "down", str(state)], check=True, timeout=60)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not (state / "lepton.env").exists()
+    assert sorted(os.listdir(state)) == ["lepton"]
+    status = subprocess.run([str(SCRIPT), "status", str(state)], capture_output=True, text=True)
+    assert status.returncode == 1 and "stopped" in status.stdout
+
+
+def test_the_devstack_emulator_answers_the_sdk(devstack):
+    if "LEPTON_WORKSPACE_URL" not in devstack:
+        pytest.skip("the devstack has no Lepton emulator")
+    sdk = LeptonSDK(
+        devstack["LEPTON_WORKSPACE_ID"],
+        devstack["LEPTON_AUTH_TOKEN"],
+        workspace_url=devstack["LEPTON_WORKSPACE_URL"],
+    )
+    assert [v["type"] for v in sdk.get_volumes("h100-pool")] == ["Filestore", "Lustre"]
