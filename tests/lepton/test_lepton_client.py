@@ -125,3 +125,15 @@ def test_listing_pages_through_every_job(emulator):
     with LeptonClient() as client:
         made = {client.create_job(body(f"page-{i}")).metadata.id for i in range(5)}
         assert {j.metadata.id for j in client.list_jobs(page_size=2)} == made
+
+
+def test_status_of_many_jobs_is_one_list_call(emulator, home):
+    spec = JobSpec(
+        name="batch", image="python:3.11", command=["sleep", "20"], launcher="none",
+        lepton={"resource_shape": "cpu.small"},
+    )  # fmt: skip
+    store = Store()
+    jobs = [api.submit(spec, "lepton", store=store) for _ in range(6)]
+    emulator.world.calls.clear()
+    api.refresh([store.get(j.id) for j in jobs], store)
+    assert dict(emulator.world.calls) == {"GET /jobs": 1}

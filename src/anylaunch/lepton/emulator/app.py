@@ -113,9 +113,22 @@ def _catch(handler: Handler) -> Handler:
     return wrapped
 
 
+def _counted(name: str, handler: Handler) -> Handler:
+    """Count served requests per route, so tests can tell how many calls a client made."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: Request, world: World) -> Response:
+        world.calls[name] += 1
+        return await handler(request, world)
+
+    return wrapped
+
+
 def route(path: str, methods: list[str]) -> Callable[[Handler], Route]:
     def deco(handler: Handler) -> Route:
-        return Route(BASE + path, _api(_catch(handler)), methods=methods)
+        return Route(
+            BASE + path, _api(_catch(_counted(f"{methods[0]} {path}", handler))), methods=methods
+        )
 
     return deco
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ class World:
         self.jobs: dict[str, JobRun] = {}
         self.secrets: dict[str, str] = {}
         self.pull_secrets: dict[str, dict[str, Any]] = {}
+        self.calls: Counter[str] = Counter()  # "METHOD /route/template" -> requests served
         self._slots = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="lepton-emulator-loop", daemon=True)
