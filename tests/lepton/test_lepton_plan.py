@@ -82,9 +82,9 @@ def test_submitted_secrets_live_in_the_workspace_not_in_the_store(lcli, write, h
     assert list(emulator.world.secrets.values()) == [SECRET]
 
 
-def test_torchrun_command_keeps_shell_references_live(tmp_path):
+def test_arguments_reach_the_program_as_written_after_the_translation(tmp_path):
     text = script(
-        command=["torchrun", "--nnodes=$NNODES", "--node-rank=${NODE_RANK}", "it's.py"],
+        command=["bash", "-c", "for i in 1 2; do echo $i; done; echo $MASTER_ADDR", "it's"],
         launcher="none",
         gpus_per_node=8,
         pre=["echo pre"],
@@ -98,19 +98,18 @@ def test_torchrun_command_keeps_shell_references_live(tmp_path):
         "LEPTON_JOB_TOTAL_WORKERS": "3",
         "LEPTON_JOB_WORKER_INDEX": "2",
     }
-    fake = tmp_path / "torchrun"
+    fake = tmp_path / "show"
     fake.write_text(
-        '#!/bin/bash\necho "args: $*"\necho "$MASTER_ADDR $MASTER_PORT $NNODES $NODE_RANK $WORKER_ADDRS"\n'
+        '#!/bin/bash\necho "$MASTER_ADDR $MASTER_PORT $NNODES $NODE_RANK $WORKER_ADDRS"\n'
     )
     fake.chmod(0o755)
-    env["PATH"] = f"{tmp_path}:{env['PATH']}"
     out = subprocess.run(["bash", "-c", text], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == [
-        "pre",
-        "args: --nnodes=3 --node-rank=2 it's.py",
-        "worker-0.myjob-job-svc 29400 3 2 worker-1.myjob-job-svc,worker-2.myjob-job-svc",
-        "post rc",
-    ]
+    assert out.stdout.splitlines() == ["pre", "1", "2", "worker-0.myjob-job-svc", "post rc"]
+    shown = script(command=[str(fake)], launcher="none", gpus_per_node=8, pre=[], post=[], files={})
+    out = subprocess.run(["bash", "-c", shown], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == (
+        "worker-0.myjob-job-svc 29400 3 2 worker-1.myjob-job-svc,worker-2.myjob-job-svc"
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ depends on reaching GitHub from the cluster.
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from anylaunch.rendezvous import torchrun_target
@@ -23,27 +22,21 @@ export MASTER_PORT=%(port)d
 export NNODES="${LEPTON_JOB_TOTAL_WORKERS}"
 export NODE_RANK="${LEPTON_JOB_WORKER_INDEX}"
 WORKER_ADDRS=""
-for ((i = 1; i < NNODES; i++)); do
-  WORKER_ADDRS="${WORKER_ADDRS:+${WORKER_ADDRS},}${LEPTON_JOB_WORKER_PREFIX}-${i}.${LEPTON_SUBDOMAIN}"
+for ((_w = 1; _w < NNODES; _w++)); do
+  WORKER_ADDRS="${WORKER_ADDRS:+${WORKER_ADDRS},}${LEPTON_JOB_WORKER_PREFIX}-${_w}.${LEPTON_SUBDOMAIN}"
 done
+unset _w
 export WORKER_ADDRS
 """
 
-_PLAIN = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
-_REF = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
-
 
 def shell_word(arg: str) -> str:
-    """Quote one argument for bash, keeping `$VAR` / `${VAR}` references live.
+    """Quote one argument so the program gets it exactly as written (argv semantics).
 
-    Job commands are shell code (DESIGN: a bare `$VAR` is left for the shell), and a raw
-    torchrun command written for Lepton says `--node-rank=$NODE_RANK`.
+    The local backend runs the command without a shell; on Lepton the command sits in a
+    bash script, and quoting keeps the meaning the same. A job that wants the node's
+    shell (`$NODE_RANK`, pipes) says so: `bash -c '...'`.
     """
-    if _PLAIN.match(arg):
-        return arg
-    if _REF.search(arg) and "$(" not in arg and "`" not in arg:
-        escaped = arg.replace("\\", "\\\\").replace('"', '\\"')
-        return f'"{escaped}"'
     return shlex.quote(arg)
 
 
