@@ -18,6 +18,7 @@ from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
 
 if TYPE_CHECKING:
+    from anylaunch.diagnose import Diagnosis
     from anylaunch.plan import Plan
     from anylaunch.spec import JobSpec
 
@@ -199,6 +200,27 @@ class Job:
 
     def events(self) -> list[dict[str, Any]]:
         return self._store.events(self.id)
+
+    def diagnose(self) -> Diagnosis:
+        """Why the job failed (or is failing): from its state, exit code, backend events
+        and the logs of every node."""
+        from anylaunch.diagnose import diagnose_lines
+        from anylaunch.diagnose.lines import parse
+
+        record = self._reload()
+        backend = get_backend(self.backend)
+        lines = []
+        for source in backend.logs(record, None):
+            text = source.text if source.text is not None else _read(source.path)
+            lines += parse(text, node=source.node)
+        native = getattr(backend, "native_signals", None)  # optional: events, reasons
+        return diagnose_lines(
+            lines,
+            state=record.state.value,
+            exit_code=record.exit_code,
+            cancel_requested=record.cancel_requested_at is not None,
+            events=native(record) if native else (),
+        )
 
 
 def _read(path: str | None) -> str:

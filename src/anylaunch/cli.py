@@ -272,6 +272,48 @@ def lepton_emulator(
         raise UsageError(f"lepton-emulator: {exc}") from None
 
 
+@cli.command()
+@click.argument("job_id", required=False)
+@click.option(
+    "--log", "log_file", type=click.Path(dir_okay=False), help="Diagnose a log file instead."
+)
+@_JSON
+@_handles_errors
+def diagnose(job_id: str | None, log_file: str | None, as_json: bool) -> None:
+    """Say why a job failed: class, cause, fix, and the evidence lines (with rank and node)."""
+    from anylaunch.errors import UsageError
+
+    if (job_id is None) == (log_file is None):
+        raise UsageError(
+            "give a JOB or --log FILE — for example: anylaunch diagnose --log slurm-42.out"
+        )
+    if log_file is not None:
+        from anylaunch.diagnose import diagnose_text
+
+        try:
+            text = open(log_file, encoding="utf-8", errors="replace").read()  # noqa: SIM115
+        except OSError as exc:
+            raise UsageError(f"{log_file}: cannot read ({exc.strerror}) — check the path") from None
+        result = diagnose_text(text)
+    else:
+        from anylaunch import api
+
+        result = api.get(job_id).diagnose()
+    if as_json:
+        _emit_json(result.to_json())
+        return
+    click.echo(
+        f"{result.code} ({result.err_class}, {'retryable' if result.retryable else 'not retryable'})"
+    )
+    click.echo(f"cause:      {result.cause}")
+    click.echo(f"suggestion: {result.suggestion}")
+    for item in result.evidence:
+        where = " ".join(f"{k} {item[k]}" for k in ("node", "rank") if item[k] is not None)
+        click.echo(
+            f"  {item['source']}:{item['line']} {f'[{where}] ' if where else ''}{item['text']}"
+        )
+
+
 def main() -> None:
     """Entry point: usage errors exit 2, as the contract says, also with --json."""
     try:

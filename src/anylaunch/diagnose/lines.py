@@ -1,0 +1,57 @@
+"""Log lines with the node and rank they came from.
+
+Lines carry their origin in prefixes, depending on who wrote them: anylaunch's merged
+logs (`[node 1] `), PyTorch's distributed logging (`[rank3]:`), torchrun's `--tee`
+(`[default3]:`, the local rank) and srun's `--label` (`3: `).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NODE = re.compile(r"^\[node (\d+)\] ?")
+_RANK = re.compile(r"^\[rank(\d+)\]:?\s?")
+_TEE = re.compile(r"^\[default(\d+)\]:")
+_SRUN = re.compile(r"^(\d{1,5}): ")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    text: str
+    lineno: int
+    node: int | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    source: str = "log"
+
+    def where(self) -> str:
+        parts = []
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        elif self.local_rank is not None:
+            parts.append(f"local rank {self.local_rank}")
+        if self.node is not None:
+            parts.append(f"node {self.node}")
+        return ", ".join(parts)
+
+
+def parse(text: str, *, node: int | None = None, source: str = "log") -> list[LogLine]:
+    out = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line, this_node, rank, local = raw.rstrip(), node, None, None
+        match = _NODE.match(line)
+        if match:
+            this_node, line = int(match.group(1)), line[match.end() :]
+        match = _SRUN.match(line)
+        if match:  # srun --label numbers tasks, which are ranks under launcher: srun
+            rank, line = int(match.group(1)), line[match.end() :]
+        match = _RANK.match(line)
+        if match:
+            rank, line = int(match.group(1)), line[match.end() :]
+        match = _TEE.match(line)
+        if match:
+            local, line = int(match.group(1)), line[match.end() :]
+        if line.strip():
+            out.append(LogLine(line.strip(), lineno, this_node, rank, local, source))
+    return out
