@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 
 from anylaunch import api, config, splits
@@ -154,17 +155,25 @@ def test_cancelled_job_ends_cancelled_and_stops_its_processes(cli, write, home):
     path = write("name: sleepy\ncommand: sleep 300\nlauncher: none\nslurm: {}\n")
     job = cli("run", str(path), "--detach", "--json").json()
     handle = api.get(job["id"], store=Store(home))
-    deadline = time.monotonic() + 60
-    while handle.status() is not State.RUNNING:
-        assert time.monotonic() < deadline, "the job never started"
-        time.sleep(0.2)
+    _wait_for(lambda: handle.status() is State.RUNNING and job_processes(job["id"]), 60, "start")
     result = cli("cancel", job["id"], "--json")
     assert result.rc == 0, result.err
     assert result.json()["state"] == "CANCELLED"
     row = commands.squeue([job["native_id"]])[job["native_id"]]
     assert row.state == "CANCELLED"
-    sleeping = subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)
-    assert sleeping.stdout == ""
+    assert job_processes(job["id"]) == []
+
+
+def job_processes(job_id: str) -> list[psutil.Process]:
+    """Processes on this machine that belong to the job (by ANYLAUNCH_JOB_ID)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("ANYLAUNCH_JOB_ID") == job_id:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
 
 
 def test_secrets_reach_the_job_but_no_file_under_its_directory(cli, write, home):
