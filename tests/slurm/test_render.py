@@ -377,3 +377,13 @@ def test_preflight_warns_when_the_signal_lead_is_shorter_than_a_checkpoint_write
     assert "signal_lead" in checks["checkpoint_before_kill"].fix
     fine = spec_of('command: t\nslurm:\n  time: "04:00:00"\n  checkpoint_write_time: 300\n')
     assert {c.status for c in preflight.spec_checks(fine)} == {"ok"}
+
+
+def test_backend_preflight_without_deep_asks_no_cluster():
+    from anylaunch.backends.slurm import commands
+
+    spec = spec_of('command: t\nslurm:\n  time: "00:20:00"\n  signal: null\n')
+    before = commands.CALLS.copy()
+    checks = SlurmBackend().preflight(spec)
+    assert sum((commands.CALLS - before).values()) == 0
+    assert [(c.name, c.status) for c in checks] == [("time_limit_signal", "warn")]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
-from anylaunch.backends.slurm import commands, states
+from anylaunch.backends.slurm import commands, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.errors import BackendError, ConfigError
 from anylaunch.plan import Plan
@@ -74,6 +74,11 @@ class SlurmBackend:
 
     def describe(self, plan: Plan) -> str:
         return slurm_plan.describe(plan)
+
+    def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[preflight.Check]:
+        """Time-limit advice always; with `deep`, a short srun checks mounts and the port."""
+        checks = preflight.spec_checks(spec)
+        return checks + preflight.cluster_checks(spec) if deep else checks
 
     # -- side effects ---------------------------------------------------------------------
 
