@@ -387,3 +387,31 @@ def test_backend_preflight_without_deep_asks_no_cluster():
     checks = SlurmBackend().preflight(spec)
     assert sum((commands.CALLS - before).values()) == 0
     assert [(c.name, c.status) for c in checks] == [("time_limit_signal", "warn")]
+
+
+def test_status_lists_the_nsys_reports_a_profiled_job_wrote(cli, write, home):
+    from anylaunch.state import State as S
+    from anylaunch.store import JobRecord
+
+    path = write("command: python t.py\nslurm:\n  nsys_enabled: true\n  nodes: 2\n")
+    store = Store(home)
+    plan = api.dry_run(config.load(path, environ={}), "slurm", store=store)
+    job_dir = home / "jobs" / plan.job_id
+    (job_dir / "nsys").mkdir(parents=True)
+    for node in (0, 1):
+        (job_dir / "nsys" / f"{plan.job_id}-{node}.nsys-rep").write_bytes(b"rep")
+    store.add(
+        JobRecord(
+            id=plan.job_id,
+            name="p",
+            backend="slurm",
+            state=S.SUCCEEDED,
+            job_dir=str(job_dir),
+            plan=plan.model_dump(mode="json"),
+        )
+    )
+    shown = cli("status", plan.job_id, "--json").json()
+    assert shown["reports"] == [
+        str(job_dir / "nsys" / f"{plan.job_id}-{n}.nsys-rep") for n in (0, 1)
+    ]
+    assert f"report  {job_dir}/nsys/{plan.job_id}-1.nsys-rep" in cli("status", plan.job_id).out
