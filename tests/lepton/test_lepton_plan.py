@@ -71,7 +71,7 @@ def emulator_jobs(lcli) -> int:
 
 def test_submitted_secrets_live_in_the_workspace_not_in_the_store(lcli, write, home, emulator):
     path = write(
-        "image: python:3.11\ncommand: 'echo token=$HF_TOKEN'\nlauncher: none\n"
+        "image: python:3.11\ncommand: bash -c 'echo token=$HF_TOKEN'\nlauncher: none\n"
         "env:\n  HF_TOKEN: ${HF_TOKEN}\nlepton:\n  resource_shape: cpu.small\n"
     )
     result = lcli("run", str(path), "--json", env={"HF_TOKEN": SECRET})

@@ -57,7 +57,7 @@ class Emulator:
         self.world = World(workspace, {self.token}, root, seed)
         self._sock = loopback_socket("127.0.0.1", port)
         self.port = self._sock.getsockname()[1]
-        config = uvicorn.Config(build(self.world), log_level="warning", lifespan="off")
+        config = uvicorn.Config(build(self.world), log_level="warning", lifespan="off", ws="none")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
@@ -143,8 +143,8 @@ def serve(
     info = {"url": f"http://{host}:{bound}/api/v2/workspaces/{workspace}", "workspace": workspace}
     print(json.dumps(info), flush=True)
     try:
-        uvicorn.Server(uvicorn.Config(build(world), log_level="warning", lifespan="off")).run(
-            sockets=[sock]
-        )
+        uvicorn.Server(
+            uvicorn.Config(build(world), log_level="warning", lifespan="off", ws="none")
+        ).run(sockets=[sock])
     finally:
         world.shutdown()
