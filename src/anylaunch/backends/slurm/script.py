@@ -137,7 +137,12 @@ def sbatch_header(job: Job, output: str) -> list[str]:
 def setup(job: Job) -> list[str]:
     """The batch shell's part: identity, rendezvous, environment, checks on every node."""
     s, spec = job.section, job.spec
-    out = ["set -uo pipefail", ""]
+    out = ["set -uo pipefail"]
+    if s.time and s.signal:
+        # Slurm may send the early signal as soon as the job starts; its default action
+        # would kill this shell. Remember it until srun runs (see launch()).
+        out.append(f"early_signal=0; trap 'early_signal=1' {s.signal}")
+    out.append("")
     if job.splits:
         out.append("# One anylaunch job per array task: its split id, id and directory.")
         out.append('export SPLIT_ID="$SLURM_ARRAY_TASK_ID"')
@@ -348,6 +353,7 @@ def launch(job: Job) -> list[str]:
             f"trap 'echo \"anylaunch: {s.signal} {s.signal_lead}s before the time limit;"
             f' forwarding it to the ranks"; kill -{s.signal} "$srun_pid"\' {s.signal}'
         )
+        out.append(f'if [ "$early_signal" = 1 ]; then kill -{s.signal} "$$"; fi')
     out += [
         "# wait returns early when a trapped signal arrives; wait again until srun ends.",
         'while :; do wait "$srun_pid"; rc=$?; kill -0 "$srun_pid" 2>/dev/null || break; done',
