@@ -20,6 +20,7 @@ from anylaunch.store import JobRecord, Store, new_id
 if TYPE_CHECKING:
     from anylaunch.diagnose import Diagnosis
     from anylaunch.plan import Plan
+    from anylaunch.preflight import Check
     from anylaunch.spec import JobSpec
 
 
@@ -58,17 +59,24 @@ def submit(
     store: Store | None = None,
     run_id: str | None = None,
     split_id: int | None = None,
+    check: bool = True,
 ) -> Job:
-    """Record the job, then submit it; returns as soon as the backend accepted it."""
+    """Record the job, then submit it; returns as soon as the backend accepted it.
+
+    `check` runs the quick preflight checks first (PreflightFailed, nothing stored);
+    the CLI runs them itself to print warnings, and passes False.
+    """
     from anylaunch import config
 
     store = store or Store()
     name = config.route(spec, backend)
     spec = _with_storage_env(spec)
-    if spec.s3_uris():
-        from anylaunch.storage.credentials import check_readable
+    if check:
+        from anylaunch import preflight
 
-        check_readable(spec, os.environ)
+        failures = preflight.failed(preflight.run(spec, name))
+        if failures:
+            raise preflight.PreflightFailed(failures)
     impl = get_backend(name)
     job_id = new_id()
     job_dir = str(store.jobs_dir(job_id))
@@ -98,6 +106,13 @@ def submit(
     store.set_native(job_id, native_id, meta)
     record.native_id, record.meta = native_id, meta
     return Job(record, store)
+
+
+def checks(spec: JobSpec, backend: str | None = None, *, deep: bool = False) -> list[Check]:
+    """Preflight: every check for this job, ok / warn / fail with a fix (nothing submitted)."""
+    from anylaunch import config, preflight
+
+    return preflight.run(_with_storage_env(spec), config.route(spec, backend), deep=deep)
 
 
 def _with_storage_env(spec: JobSpec) -> JobSpec:

@@ -61,6 +61,7 @@ def cli() -> None:
 @click.option("--dry-run", is_flag=True, help="Print the plan; start nothing.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key.")
 @click.option("--detach", "-d", is_flag=True, help="Return once submitted.")
+@click.option("--no-preflight", is_flag=True, help="Skip the checks before submitting.")
 @_JSON
 @_handles_errors
 def run(
@@ -70,6 +71,7 @@ def run(
     dry_run: bool,
     overrides: tuple[str, ...],
     detach: bool,
+    no_preflight: bool,
     as_json: bool,
 ) -> None:
     """Run the job in FILE; after `--`, a COMMAND that replaces the file's command
@@ -87,7 +89,9 @@ def run(
         else:
             click.echo(get_backend(name).describe(plan))
         return
-    job = api.submit(spec, name)
+    if not no_preflight:
+        _preflight_or_stop(api.checks(spec, name), quiet=as_json)
+    job = api.submit(spec, name, check=False)
     if detach:
         if as_json:
             _emit_json(job.record.summary())
@@ -105,6 +109,44 @@ def run(
             f"anylaunch: job {job.id} {state.value} (exit code {job.record.exit_code})", err=True
         )
     sys.exit(0 if state.value == "SUCCEEDED" else 1)
+
+
+def _preflight_or_stop(checks: list[Any], *, quiet: bool) -> None:
+    from anylaunch.preflight import PreflightFailed, failed
+
+    if not quiet:
+        for check in checks:
+            if check.status == "warn":
+                fix = f" — {check.fix}" if check.fix else ""
+                click.echo(f"anylaunch: warning: {check.name}: {check.message}{fix}", err=True)
+    if failed(checks):
+        raise PreflightFailed(failed(checks))
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--backend", "-b", help="local, slurm, skypilot or lepton (default: from the file).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key.")
+@_JSON
+@_handles_errors
+def preflight(file: str, backend: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Check a job before submitting it: credentials, paths, mounts on the cluster, ports.
+    Exit status 2 when a check fails."""
+    from anylaunch import api
+    from anylaunch.preflight import failed
+
+    spec = api.load(file, overrides=overrides)
+    checks = api.checks(spec, backend, deep=True)
+    if as_json:
+        _emit_json({"checks": [c.to_json() for c in checks], "ok": not failed(checks)})
+    else:
+        mark = {"ok": click.style("ok  ", fg="green"), "warn": click.style("warn", fg="yellow"),
+                "fail": click.style("FAIL", fg="red")}  # fmt: skip
+        for check in checks:
+            fix = f"\n        fix: {check.fix}" if check.fix and check.status != "ok" else ""
+            click.echo(f"{mark[check.status]}  {check.name}: {check.message}{fix}")
+    if failed(checks):
+        sys.exit(EXIT_USAGE)
 
 
 def _wait(job: Any, *, stream: bool) -> Any:

@@ -145,8 +145,15 @@ class JobSpec(Strict):
                 return shlex.split(value)
             except ValueError as exc:
                 raise ValueError(f"cannot split the command: {exc}") from None
-        if isinstance(value, list):
-            return [str(v) if isinstance(v, int | float) else v for v in value]
+        if isinstance(value, list):  # YAML reads `[true, 1]` as a bool and a number
+            return [
+                str(v).lower()
+                if isinstance(v, bool)
+                else str(v)
+                if isinstance(v, int | float)
+                else v
+                for v in value
+            ]
         return value
 
     def s3_uris(self) -> list[str]:

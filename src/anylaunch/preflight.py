@@ -1,0 +1,198 @@
+"""Preflight (R-L3): checks before anything is submitted, each ok / warn / fail with a fix.
+
+`anylaunch run` runs the quick ones (credentials, S3 paths, the backend's cheap checks)
+and stops on a failure; `anylaunch preflight FILE` also runs the deep ones that probe
+the cluster (a short srun on the job's nodes, the Lepton API). Backends contribute
+checks through an optional `preflight(spec, deep)` method.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from anylaunch.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from anylaunch.spec import JobSpec
+
+Status = Literal["ok", "warn", "fail"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    message: str
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, str | None]:
+        return asdict(self)
+
+
+class PreflightFailed(UsageError):
+    """At least one check failed; nothing was submitted."""
+
+    code = "PREFLIGHT"
+
+    def __init__(self, failed: list[Check]) -> None:
+        self.failed = failed
+        text = "; ".join(
+            f"{c.name}: {c.message}" + (f" — {c.fix}" if c.fix else "") for c in failed
+        )
+        super().__init__(f"preflight failed: {text}")
+
+    def to_json(self) -> dict:
+        return {**super().to_json(), "checks": [c.to_json() for c in self.failed]}
+
+
+# R-L2: what each backend cannot run without (or an alternative), and where to get it.
+REQUIRED_ENV: dict[str, list[tuple[str, tuple[str, ...], str]]] = {
+    "lepton": [
+        (
+            "LEPTON_WORKSPACE_ID",
+            ("LEPTON_WORKSPACE_URL",),
+            "export LEPTON_WORKSPACE_ID=<id> (the workspace id in the Lepton dashboard URL)",
+        ),
+        (
+            "LEPTON_AUTH_TOKEN",
+            (),
+            "create a token in the Lepton dashboard (Settings → Tokens) and export LEPTON_AUTH_TOKEN=<token>",
+        ),
+    ],
+}
+
+_HF_HINTS = ("huggingface", "hf_hub", "hf://", "pretrained_model_name_or_path", "HF_HOME")
+
+
+def run(
+    spec: JobSpec, backend: str, *, deep: bool = False, environ: Mapping[str, str] | None = None
+) -> list[Check]:
+    """Every check for this job on this backend, in a stable order."""
+    from anylaunch.backends.base import get_backend
+
+    env = os.environ if environ is None else environ
+    checks: list[Check] = []
+    for step in (_command, _credentials, _hf_token, _storage):
+        checks += step(spec, backend, env)
+    if backend == "local":
+        checks += _local(spec)
+    own = getattr(get_backend(backend), "preflight", None)  # optional in the protocol
+    if own is not None:
+        checks += own(spec, deep=deep)
+    return checks
+
+
+def failed(checks: list[Check]) -> list[Check]:
+    return [c for c in checks if c.status == "fail"]
+
+
+def _command(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+    if spec.command:
+        return [Check("command", "ok", " ".join(spec.command)[:80])]
+    return [
+        Check("command", "fail", "the job has no command", "add 'command:' or pass it after '--'")
+    ]
+
+
+def _credentials(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+    out = []
+    for name, alternatives, fix in REQUIRED_ENV.get(backend, []):
+        given = [n for n in (name, *alternatives) if env.get(n)]
+        if given:
+            out.append(Check("credentials", "ok", f"{given[0]} is set"))
+        else:
+            out.append(Check("credentials", "fail", f"{name} is not set", fix))
+    return out
+
+
+def _hf_token(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+    text = json.dumps([spec.command, spec.recipe, sorted(spec.env)])
+    if not any(hint.lower() in text.lower() for hint in _HF_HINTS):
+        return []
+    if env.get("HF_TOKEN") or spec.env.get("HF_TOKEN"):
+        return [Check("hf_token", "ok", "HF_TOKEN is set")]
+    return [
+        Check(
+            "hf_token",
+            "warn",
+            "the job uses Hugging Face but HF_TOKEN is not set: gated models fail with 401",
+            "export HF_TOKEN=<token from huggingface.co/settings/tokens> and add HF_TOKEN: ${HF_TOKEN} to env",
+        )
+    ]
+
+
+def _storage(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+    if not spec.s3_uris():
+        return []
+    if not (env.get("ACCESS_KEY") and env.get("SECRET_KEY")) and not _aws_chain_has_credentials():
+        return [
+            Check(
+                "s3_credentials",
+                "fail",
+                "no S3 credentials: ACCESS_KEY/SECRET_KEY are not set and the AWS chain has none",
+                "export ACCESS_KEY=... SECRET_KEY=... (and S3_ENDPOINT_URL for a non-AWS server)",
+            )
+        ]
+    from anylaunch.storage.credentials import check_readable
+
+    try:
+        check_readable(spec, env)
+    except ConfigError as exc:
+        return [Check("s3_paths", "fail", exc.what, exc.fix)]
+    return [Check("s3_paths", "ok", f"{len(spec.s3_uris())} S3 location(s) readable")]
+
+
+def _aws_chain_has_credentials() -> bool:
+    import boto3
+
+    return boto3.session.Session().get_credentials() is not None
+
+
+def _local(spec: JobSpec) -> list[Check]:
+    out: list[Check] = []
+    section = spec.local
+    if section and section.master_port:
+        with socket.socket() as sock:
+            try:
+                sock.bind((section.master_addr, section.master_port))
+                out.append(Check("master_port", "ok", f"port {section.master_port} is free"))
+            except OSError:
+                out.append(
+                    Check(
+                        "master_port",
+                        "fail",
+                        f"port {section.master_port} is in use on this machine",
+                        "remove local.master_port (a free port is picked) or choose another",
+                    )
+                )
+    if section and section.workdir and spec.source:
+        workdir = Path(spec.source).resolve().parent / section.workdir
+        if not workdir.is_dir():
+            out.append(
+                Check(
+                    "workdir", "fail", f"{workdir} does not exist", "create it or fix local.workdir"
+                )
+            )
+    python = section.python if section and section.python else sys.executable
+    if (
+        spec.launcher == "torchrun"
+        and python == sys.executable
+        and importlib.util.find_spec("torch") is None
+    ):
+        out.append(
+            Check(
+                "torch",
+                "fail",
+                f"torch is not installed for {python} (torchrun needs it)",
+                "pip install torch (CPU: pip install torch==2.13.0 here), or use launcher: none",
+            )
+        )
+    return out

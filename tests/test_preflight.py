@@ -1,0 +1,51 @@
+"""Preflight: checks before submit, each ok / warn / fail with a fix; failures stop `run`."""
+
+from __future__ import annotations
+
+import socket
+
+
+def test_lepton_without_a_token_fails_naming_the_variable_and_how_to_get_one(cli, write):
+    path = write("command: python -m train\nlepton: {gpu_count: 1}\n")
+    env = {"LEPTON_AUTH_TOKEN": "", "LEPTON_WORKSPACE_ID": "ws1"}
+    result = cli("preflight", str(path), "--json", env=env)
+    assert result.rc == 2
+    report = result.json()
+    assert report["ok"] is False
+    failed = [c for c in report["checks"] if c["status"] == "fail"]
+    assert [c["message"] for c in failed] == ["LEPTON_AUTH_TOKEN is not set"]
+    assert "Settings → Tokens" in failed[0]["fix"]
+    run = cli("run", str(path), env=env)
+    assert run.rc == 2 and "LEPTON_AUTH_TOKEN is not set" in run.err and run.err.count("\n") == 1
+    assert cli("ps", "--json").json() == []
+
+
+def test_a_busy_local_master_port_fails_before_anything_runs(cli, write):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        path = write(f"launcher: none\ncommand: [true]\nlocal: {{master_port: {port}}}\n")
+        result = cli("run", str(path), "--json")
+        assert result.rc == 2
+        error = result.json()
+        assert error["error"]["code"] == "PREFLIGHT"
+        assert (
+            error["checks"][0]["name"] == "master_port"
+            and str(port) in error["checks"][0]["message"]
+        )
+        assert cli("run", str(path), "--no-preflight", "--json").rc in (0, 1)  # skipped on request
+
+
+def test_hugging_face_jobs_without_a_token_are_warned_not_stopped(cli, write):
+    path = write(
+        "launcher: none\ncommand: [true]\nmodel:\n  pretrained_model_name_or_path: meta-llama/Llama-3.1-8B\n"
+    )
+    result = cli("run", str(path), env={"HF_TOKEN": ""})
+    assert result.rc == 0
+    assert "warning: hf_token: the job uses Hugging Face but HF_TOKEN is not set" in result.err
+
+
+def test_preflight_of_a_good_local_job_is_all_ok(cli, write):
+    result = cli("preflight", str(write("launcher: none\ncommand: [true]\n")), "--json")
+    assert result.rc == 0 and {c["status"] for c in result.json()["checks"]} == {"ok"}
