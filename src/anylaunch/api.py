@@ -45,7 +45,7 @@ def dry_run(spec: JobSpec, backend: str | None = None, *, store: Store | None = 
 
     store = store or Store()
     name = config.route(spec, backend)
-    spec = _with_storage_env(spec)
+    spec = with_storage_env(spec)
     impl = get_backend(name)
     job_id = new_id()
     ctx = impl.prepare(spec, job_id, str(store.jobs_dir(job_id)), store, reserve=False)
@@ -70,7 +70,7 @@ def submit(
 
     store = store or Store()
     name = config.route(spec, backend)
-    spec = _with_storage_env(spec)
+    spec = with_storage_env(spec)
     if check:
         from anylaunch import preflight
 
@@ -112,10 +112,11 @@ def checks(spec: JobSpec, backend: str | None = None, *, deep: bool = False) -> 
     """Preflight: every check for this job, ok / warn / fail with a fix (nothing submitted)."""
     from anylaunch import config, preflight
 
-    return preflight.run(_with_storage_env(spec), config.route(spec, backend), deep=deep)
+    return preflight.run(with_storage_env(spec), config.route(spec, backend), deep=deep)
 
 
-def _with_storage_env(spec: JobSpec) -> JobSpec:
+def with_storage_env(spec: JobSpec) -> JobSpec:
+    """The spec plus the S3 settings its job needs (as secrets where they are)."""
     if not spec.s3_uris():
         return spec
     from anylaunch.storage.credentials import with_job_env

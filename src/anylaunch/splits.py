@@ -60,6 +60,7 @@ def launch(
     *,
     store: Store | None = None,
     run_id: str | None = None,
+    check: bool = True,
 ) -> Run:
     """Submit the splits (0..N-1, or the listed split ids) and return at once."""
     split_ids = list(range(splits)) if isinstance(splits, int) else list(splits)
@@ -67,12 +68,19 @@ def launch(
         raise UsageError(f"splits must be a count >= 1 or distinct ids >= 0, not {splits!r}")
     store = store or Store()
     name = config.route(spec, backend)
+    spec = api.with_storage_env(spec)
+    if check:  # once for the run, not once per split
+        from anylaunch import preflight
+
+        failures = preflight.failed(preflight.run(spec, name))
+        if failures:
+            raise preflight.PreflightFailed(failures)
     impl = get_backend(name)
     run_id = run_id or new_id()
     if impl.capabilities.supports_arrays:
         return Run(run_id, _as_array(spec, split_ids, name, impl, store, run_id), store)  # type: ignore[arg-type]
     jobs = [
-        api.submit(with_split(spec, i), name, store=store, run_id=run_id, split_id=i)
+        api.submit(with_split(spec, i), name, store=store, run_id=run_id, split_id=i, check=False)
         for i in split_ids
     ]
     return Run(run_id, jobs, store)

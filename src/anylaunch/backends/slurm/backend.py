@@ -18,6 +18,7 @@ from anylaunch.backends.slurm import commands, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.errors import BackendError, ConfigError
 from anylaunch.plan import Plan
+from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
@@ -75,7 +76,7 @@ class SlurmBackend:
     def describe(self, plan: Plan) -> str:
         return slurm_plan.describe(plan)
 
-    def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[preflight.Check]:
+    def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
         """Time-limit advice always; with `deep`, a short srun checks mounts and the port."""
         checks = preflight.spec_checks(spec)
         return checks + preflight.cluster_checks(spec) if deep else checks

@@ -8,27 +8,13 @@ port free. Each check is ok / warn / fail with a fix, in the contract's shape.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Literal
-
 from anylaunch.backends.slurm import commands
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.errors import BackendError
+from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
 
-Status = Literal["ok", "warn", "fail"]
 SAFE_MARGIN_S = 600  # the seed: leave at least 5-10 minutes after the last checkpoint write
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    message: str
-    fix: str | None = None
-
-    def to_json(self) -> dict[str, str | None]:
-        return asdict(self)
 
 
 def spec_checks(spec: JobSpec) -> list[Check]:
