@@ -1,21 +1,191 @@
-"""The `skypilot:` section (AutoModel's SkyPilotConfig fields, R-A4)."""
+"""The `skypilot:` section: AutoModel's SkyPilotConfig fields (R-A4) and what spot needs (R-A5).
+
+Every key is checked here, without importing SkyPilot, so a typo (`use_sopt`) is a
+one-line error naming its line with SkyPilot's own kind of "did you mean". Fields that
+SkyPilot defines richly (file_mounts) are typed loosely here and checked by the real
+library when the task is rendered.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from anylaunch.redact import MASK, is_secret_name
+
+# The seed's five, plus Slurm: SkyPilot drives a Slurm cluster over SSH (the e2e test).
+Cloud = Literal["aws", "gcp", "azure", "lambda", "kubernetes", "slurm"]
+Recovery = Literal["EAGER_NEXT_REGION", "FAILOVER"]
+MountMode = Literal["MOUNT", "MOUNT_CACHED", "COPY"]
+_ACCELERATORS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(:\d+(\.\d+)?)?$")
+# Object stores SkyPilot can mount as a bucket (sky.data.StoreType sources).
+BUCKET_SCHEMES = ("s3", "gs", "r2", "cos", "oci", "nebius", "https")
+# AutoModel's port for the SkyPilot launcher's torchrun (its launcher.py).
+DEFAULT_MASTER_PORT = 12375
+
+
+def _accelerators(value: str | None) -> str | None:
+    if value is not None and not _ACCELERATORS.match(value):
+        raise ValueError(f"'{value}' is not NAME or NAME:COUNT; write it like \"H100:8\"")
+    return value
+
+
+class Candidate(BaseModel):
+    """One entry of `any_of`: resources SkyPilot may pick instead of the section's own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cloud: Cloud | None = None
+    region: str | None = None
+    zone: str | None = None
+    accelerators: str | None = None
+    instance_type: str | None = None
+    use_spot: bool | None = None
+    cpus: int | float | str | None = None
+    memory: int | float | str | None = None
+    disk_size: int | None = Field(default=None, ge=1)
+    image_id: str | None = None
+
+    @field_validator("accelerators")
+    @classmethod
+    def _accelerators_form(cls, value: str | None) -> str | None:
+        return _accelerators(value)
 
 
 class SkyPilotSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cloud: Literal["aws", "gcp", "azure", "lambda", "kubernetes"] | None = None
-    accelerators: str | None = Field(default=None, description='"H100:8"')
+    # -- the seed's fields (AutoModel SkyPilotConfig) --------------------------------------
+    cloud: Cloud | None = None
+    accelerators: str | None = Field(default=None, description='"H100:8": GPU type and count')
     num_nodes: int | None = Field(default=None, ge=1)
     use_spot: bool = False
     disk_size: int | None = Field(default=None, ge=1, description="GB per node")
     region: str | None = None
-    zone: str | None = None
     setup: str | None = None
     env_vars: dict[str, str] = Field(default_factory=dict)
+    # AutoModel also takes these two; a recipe file written for it works as is.
+    job_name: str | None = Field(default=None, description="task name (and cluster name)")
+    hf_home: str | None = Field(default=None, description="HF_HOME on the nodes")
+
+    # -- resources ---------------------------------------------------------------------------
+    zone: str | None = None
+    instance_type: str | None = None
+    cpus: int | float | str | None = Field(default=None, description='4, or "4+" for at least 4')
+    memory: int | float | str | None = Field(default=None, description='GB: 32, or "32+"')
+    image_id: str | None = Field(
+        default=None, description='"docker:<image>" for a container; default from image:'
+    )
+    any_of: list[Candidate] = Field(
+        default_factory=list, description="candidate resources; SkyPilot picks the cheapest"
+    )
+
+    # -- files -------------------------------------------------------------------------------
+    workdir: str | None = Field(default=None, description="local folder synced to every node")
+    file_mounts: dict[str, Any] = Field(
+        default_factory=dict, description="remote path -> local path, bucket URI or mapping"
+    )
+    checkpoint_bucket: str | None = Field(
+        default=None, description="s3://bucket/prefix mounted at the checkpoint directory"
+    )
+    checkpoint_mount_mode: MountMode = "MOUNT"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    cluster_name: str | None = Field(default=None, description="reuse or name the cluster")
+    idle_minutes_to_autostop: int | None = Field(default=None, ge=0)
+    down: bool | None = Field(
+        default=None,
+        description="tear the cluster down (not stop) when idle; default: on for"
+        " clusters anylaunch names itself",
+    )
+    managed: bool | None = Field(
+        default=None,
+        description="SkyPilot managed job (recovers from preemption); default use_spot",
+    )
+    recovery_strategy: Recovery = "EAGER_NEXT_REGION"
+    max_restarts_on_errors: int = Field(default=0, ge=0, description="managed: user-code failures")
+    max_lost_minutes: float = Field(
+        default=30, gt=0, description="spot: most work a preemption may lose (preflight)"
+    )
+    master_port: int = Field(default=DEFAULT_MASTER_PORT, ge=1, le=65535)
+
+    @field_validator("accelerators")
+    @classmethod
+    def _accelerators_form(cls, value: str | None) -> str | None:
+        return _accelerators(value)
+
+    @field_validator("env_vars", mode="before")
+    @classmethod
+    def _env_as_text(cls, value: Any) -> Any:
+        # YAML reads `OMP_NUM_THREADS: 4` as a number; the environment only holds text.
+        if isinstance(value, dict):
+            return {
+                k: ("1" if v else "0")
+                if isinstance(v, bool)
+                else str(v)
+                if isinstance(v, int | float)
+                else v
+                for k, v in value.items()
+            }
+        return value
+
+    @field_validator("file_mounts")
+    @classmethod
+    def _absolute_destinations(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for dest in value:
+            if not (dest.startswith("/") or dest.startswith("~")):
+                raise ValueError(f"'{dest}' must be an absolute path on the node (or start with ~)")
+        return value
+
+    @field_validator("checkpoint_bucket")
+    @classmethod
+    def _bucket_uri(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme not in BUCKET_SCHEMES or not rest.strip("/"):
+            raise ValueError(
+                f"'{value}' is not a bucket URI; write s3://bucket/prefix"
+                f" (schemes: {', '.join(BUCKET_SCHEMES)})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _place_needs_cloud(self) -> SkyPilotSection:
+        if (self.region or self.zone) and not self.cloud:
+            raise ValueError(
+                "region and zone need a cloud; add cloud: (aws, gcp, azure, lambda, kubernetes, slurm)"
+            )
+        return self
+
+    @field_serializer("env_vars")
+    def _masked(self, value: dict[str, str]) -> dict[str, str]:
+        # The store keeps `spec.redacted()`; the seed's own example writes
+        # `env_vars: {HF_TOKEN: ${HF_TOKEN}}`, whose value must not land there.
+        return {k: (MASK if is_secret_name(k) else v) for k, v in value.items()}
+
+    @property
+    def is_managed(self) -> bool:
+        """Managed jobs are what recovers a preempted spot job; plain launches do not."""
+        return self.use_spot if self.managed is None else self.managed
+
+    def gpus_per_node(self) -> int | None:
+        if not self.accelerators:
+            return None
+        _, _, count = self.accelerators.partition(":")
+        return max(1, int(float(count))) if count else 1
+
+    def public_env(self) -> dict[str, str]:
+        return {k: v for k, v in self.env_vars.items() if not is_secret_name(k)}
+
+    def secret_env(self) -> dict[str, str]:
+        return {k: v for k, v in self.env_vars.items() if is_secret_name(k)}

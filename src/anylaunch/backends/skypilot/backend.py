@@ -1,0 +1,300 @@
+"""The skypilot backend: any cloud (and Slurm over SSH) through SkyPilot's Python SDK (R-A4/5).
+
+`plan` renders the task and has the real library validate it; `submit` starts a launch
+request on SkyPilot's API server and returns at once (provisioning takes minutes);
+`poll` turns finished launch requests into job ids and reads every tracked job with one
+request per kind (launch requests, cluster jobs, managed jobs). Native ids:
+`request/<id>` while provisioning, `<cluster>/<job id>`, `managed/<job id>`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
+from anylaunch.backends.skypilot import preflight, sdk, states, validate
+from anylaunch.backends.skypilot import task as sky_task
+from anylaunch.errors import BackendError
+from anylaunch.plan import Plan
+from anylaunch.spec import JobSpec
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store
+
+REQUEST = "request/"
+MANAGED = "managed/"
+# `(head, rank=0, pid=6217) text` / `(worker1, rank=1, pid=6209) text`
+_PREFIX = re.compile(r"^\((?:head|worker\d*), rank=(\d+), pid=\d+\) ?")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_NO_RESOURCE = ("ResourcesUnavailableError", "ProvisionError")
+_PRECHECK = ("NotSupportedError", "ResourcesMismatchError", "InvalidClusterNameError",
+             "CloudUserIdentityError", "NoCloudAccessError", "InvalidSkyPilotConfigError")  # fmt: skip
+
+
+class SkyPilotBackend:
+    name: ClassVar[str] = "skypilot"
+    # Managed jobs relaunch themselves after preemption; Ctrl-C only detaches (clouds cost
+    # minutes to provision, a stray keypress must not throw that away).
+    capabilities: ClassVar[Capabilities] = Capabilities(native_retries=True, log_follow=True)
+
+    def __init__(self) -> None:
+        # skypilot.env_vars secrets, from prepare() to submit() of the same job: the plan
+        # (and so the store) only ever holds their names.
+        self._section_secrets: dict[str, dict[str, str]] = {}
+
+    # -- render ---------------------------------------------------------------------------
+
+    def prepare(
+        self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
+    ) -> PlanContext:
+        section = spec.skypilot
+        workdir = section.workdir if section else None
+        if workdir and spec.source and not os.path.isabs(os.path.expanduser(workdir)):
+            workdir = str(Path(spec.source).resolve().parent / workdir)
+        if reserve and section:
+            self._section_secrets[job_id] = section.secret_env()
+        return PlanContext(job_id=job_id, job_dir=job_dir, values={"workdir": workdir})
+
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+        rendered = sky_task.render(spec, ctx)
+        validate.validate(rendered.payload["task"], source=spec.source)
+        return rendered
+
+    def describe(self, plan: Plan) -> str:
+        payload = plan.payload
+        if payload["mode"] == "managed":
+            head = f"# sky jobs launch --name {plan.name} {sky_task.TASK_FILE}"
+            head += "   (managed: relaunched after preemption)"
+        else:
+            head = f"# sky launch -c {payload['cluster_name']} {sky_task.TASK_FILE}"
+        names = [*plan.secret_env, *payload.get("section_secret_env", [])]
+        if names:
+            head += f"\n# secrets from the submitting environment: {', '.join(names)}"
+        return f"{head}\n{plan.files[sky_task.TASK_FILE]}"
+
+    def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[preflight.Check]:
+        checks = preflight.spec_checks(spec)
+        return checks + preflight.deep_checks(spec) if deep else checks
+
+    # -- side effects ---------------------------------------------------------------------
+
+    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+        job_dir = Path(plan.job_dir)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        for rel, text in plan.files.items():
+            (job_dir / rel).write_text(text)
+        payload = plan.payload
+        task_obj = sdk.task(payload["task"], self._secret_values(plan, secrets))
+        if payload["mode"] == "managed":
+            request = sdk.jobs_launch(task_obj, plan.name)
+        else:
+            request = sdk.launch(task_obj, payload["cluster_name"])
+        meta = {
+            "mode": payload["mode"],
+            "cluster_name": payload["cluster_name"],
+            "owns_cluster": payload["owns_cluster"],
+            "request_id": request,
+            "recoveries": 0,
+        }
+        return REQUEST + request, meta
+
+    def _secret_values(self, plan: Plan, secrets: Mapping[str, str]) -> dict[str, str]:
+        stashed = self._section_secrets.pop(plan.job_id, {})
+        values: dict[str, str] = {}
+        for name in [*plan.secret_env, *plan.payload.get("section_secret_env", [])]:
+            value = secrets.get(name, stashed.get(name, os.environ.get(name)))
+            if value is None:
+                raise BackendError(
+                    f"secret {name} has no value — export {name}=... before submitting",
+                    code="CONFIG",
+                )
+            values[name] = value
+        return values
+
+    def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
+        out: dict[str, Observation] = {}
+        live = [j for j in jobs if j.native_id]
+        requests = [j for j in live if j.native_id.startswith(REQUEST)]  # type: ignore[union-attr]
+        if requests:
+            out.update(self._resolve_requests(requests))
+        managed = [j for j in live if (j.native_id or "").startswith(MANAGED)]
+        clustered = [
+            j for j in live if j.native_id and not j.native_id.startswith((REQUEST, MANAGED))
+        ]
+        if managed:
+            out.update(self._poll_managed(managed))
+        if clustered:
+            out.update(self._poll_clusters(clustered))
+        for job in jobs:
+            out.setdefault(job.id, Observation(State.UNKNOWN))
+        return out
+
+    def _resolve_requests(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
+        """Launch requests that finished become job ids (the job is then polled below)."""
+        ids = {j.id: (j.native_id or "").removeprefix(REQUEST) for j in jobs}
+        statuses = sdk.request_statuses(list(ids.values()))
+        out: dict[str, Observation] = {}
+        for job in jobs:
+            status = statuses.get(ids[job.id])
+            if status is None:
+                out[job.id] = Observation(State.UNKNOWN, None, "launch request not found")
+            elif status == "SUCCEEDED":
+                self._record_native(job, sdk.request_result(ids[job.id]))
+            elif status == "FAILED":
+                out[job.id] = _launch_failure(ids[job.id])
+            else:
+                detail = "provisioning" if status == "RUNNING" else "waiting for the API server"
+                out[job.id] = Observation(states.REQUEST.get(status, State.UNKNOWN), None, detail)
+        return out
+
+    def _record_native(self, job: JobRecord, result: Any) -> None:
+        job_id, _handle = result
+        if job.meta.get("mode") == "managed":
+            native = f"{MANAGED}{(job_id or [None])[0]}"
+        else:
+            native = f"{job.meta['cluster_name']}/{job_id}"
+        _store_of(job).set_native(job.id, native, job.meta)
+        job.native_id = native
+
+    def _poll_managed(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
+        ids = {j.id: int((j.native_id or "").removeprefix(MANAGED)) for j in jobs}
+        records = sdk.managed_jobs(list(ids.values()))
+        out: dict[str, Observation] = {}
+        for job in jobs:
+            record = records.get(ids[job.id])
+            if record is None:
+                out[job.id] = Observation(State.UNKNOWN, None, "not in `sky jobs queue`")
+                continue
+            native = record["status"]
+            recoveries = int(record.get("recovery_count") or 0)
+            if recoveries > int(job.meta.get("recoveries", 0)):
+                _record_recovery(job, recoveries, native)
+            state = states.MANAGED_JOB.get(native, State.UNKNOWN)
+            code = 0 if state is State.SUCCEEDED else None
+            reason = record.get("failure_reason") if state is State.FAILED else None
+            show = native != "RUNNING" or recoveries
+            detail = states.detail(native, recoveries, reason) if show else None
+            out[job.id] = Observation(state, code, detail)
+        return out
+
+    def _poll_clusters(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
+        where = {j.id: _cluster_job(j) for j in jobs}
+        clusters = sdk.cluster_statuses(sorted({c for c, _ in where.values()}))
+        asked: dict[str, list[int]] = {}
+        for cluster, job_id in where.values():
+            if clusters.get(cluster) in ("UP", "INIT"):
+                asked.setdefault(cluster, []).append(job_id)
+        found = sdk.cluster_job_statuses(asked) if asked else {}
+        out: dict[str, Observation] = {}
+        for job in jobs:
+            cluster, job_id = where[job.id]
+            if clusters.get(cluster) not in ("UP", "INIT"):
+                # Torn down (autodown, `sky down`) or stopped before we read the result.
+                gone = f"cluster {cluster} is {clusters.get(cluster, 'gone').lower()}"
+                out[job.id] = Observation(State.FAILED, None, f"{gone}; the job's end was not seen")
+                continue
+            native = found.get((cluster, job_id))
+            if native is None:
+                out[job.id] = Observation(State.UNKNOWN, None, f"job {job_id} not on {cluster}")
+                continue
+            state = states.CLUSTER_JOB.get(native, State.UNKNOWN)
+            code = 0 if state is State.SUCCEEDED else None
+            detail = states.detail(native) if state is State.FAILED else None
+            out[job.id] = Observation(state, code, detail)
+        return out
+
+    def cancel(self, job: JobRecord) -> None:
+        native = job.native_id or ""
+        cluster = job.meta.get("cluster_name")
+        try:
+            if native.startswith(REQUEST):
+                sdk.cancel_request(native.removeprefix(REQUEST))
+            elif native.startswith(MANAGED):
+                sdk.cancel_managed(int(native.removeprefix(MANAGED)))
+            elif native:
+                sdk.cancel_cluster_job(*_cluster_job(job))
+        finally:
+            if cluster and job.meta.get("owns_cluster"):
+                _quietly(sdk.down, cluster)  # a cluster we named exists only for this job
+
+    def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
+        nodes = int(job.plan.get("payload", {}).get("task", {}).get("num_nodes") or 1)
+        if node is not None and not 0 <= node < nodes:
+            raise BackendError(
+                f"job {job.id} has nodes 0..{nodes - 1}, not {node} — use --node 0..{nodes - 1}",
+                code="USAGE",
+            )
+        native = job.native_id or ""
+        text = ""
+        if native.startswith(MANAGED):
+            text = sdk.managed_logs(int(native.removeprefix(MANAGED)))
+        elif native and not native.startswith(REQUEST):
+            text = sdk.cluster_logs(*_cluster_job(job))
+        per_node = split_by_node(text, nodes)
+        for index in range(nodes):
+            if node is None or index == node:
+                yield LogSource(node=index, text=per_node[index])
+
+    def diagnosis(self, job: JobRecord) -> states.Diagnosis | None:
+        """The native failure behind a FAILED job (its detail starts with the status)."""
+        word = (job.detail or "").split(":", 1)[0].split(" ", 1)[0]
+        return states.diagnosis(word)
+
+
+def split_by_node(text: str, nodes: int) -> list[str]:
+    """SkyPilot prefixes each node's lines with `(head, rank=R, pid=P)`; unprefixed lines
+    (SkyPilot's own messages) go to node 0."""
+    out: list[list[str]] = [[] for _ in range(nodes)]
+    for raw in text.splitlines():
+        line = _ANSI.sub("", raw)
+        match = _PREFIX.match(line)
+        rank = int(match.group(1)) if match else 0
+        out[rank if rank < nodes else 0].append(line[match.end() :] if match else line)
+    return ["".join(f"{line}\n" for line in lines) for lines in out]
+
+
+def _cluster_job(job: JobRecord) -> tuple[str, int]:
+    cluster, _, job_id = (job.native_id or "").rpartition("/")
+    return cluster, int(job_id)
+
+
+def _launch_failure(request_id: str) -> Observation:
+    try:
+        sdk.request_result(request_id)
+    except Exception as exc:
+        kind = type(exc).__name__
+        message = " ".join(str(exc).split())
+        if kind in _NO_RESOURCE:
+            native = "FAILED_NO_RESOURCE"
+        elif kind in _PRECHECK:
+            native = "FAILED_PRECHECKS"
+        elif "setup" in message.lower():
+            native = "FAILED_SETUP"
+        else:
+            native = "FAILED"
+        return Observation(State.FAILED, None, states.detail(native, reason=f"{kind}: {message}"))
+    return Observation(State.UNKNOWN)
+
+
+def _record_recovery(job: JobRecord, recoveries: int, native: str) -> None:
+    """One event per recovery, so `status` shows how often a spot job came back."""
+    meta = {**job.meta, "recoveries": recoveries}
+    detail = f"recovery {recoveries}: preempted or failed; SkyPilot relaunched it ({native})"
+    native_id = job.native_id or ""
+    if _store_of(job).record_attempt(job.id, native_id, native_id, meta, detail):
+        job.meta = meta
+
+
+def _store_of(job: JobRecord) -> Store:
+    """The store this record came from (job_dir is <store>/jobs/<id>)."""
+    return Store(Path(job.job_dir).parent.parent)
+
+
+def _quietly(func: Any, *args: Any) -> None:
+    try:
+        func(*args)
+    except Exception:  # best effort: the job is already stopped
+        return

@@ -1,0 +1,243 @@
+"""JobSpec + context -> Plan whose payload is the SkyPilot task (the YAML `sky launch` reads).
+
+Pure and import-free: no SkyPilot, no network, no clock. `validate.py` then hands the
+task to the real library. Spot jobs become managed jobs with a recovery strategy and a
+checkpoint directory on a bucket mount, so a preempted job comes back from its newest
+checkpoint (R-A5); everything else is a plain cluster launch.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any
+
+import yaml
+
+from anylaunch import resume
+from anylaunch.backends.base import PlanContext
+from anylaunch.backends.skypilot import script
+from anylaunch.backends.skypilot.config import Candidate, SkyPilotSection
+from anylaunch.backends.skypilot.validate import line_of
+from anylaunch.errors import ConfigError
+from anylaunch.plan import Plan
+from anylaunch.spec import JobSpec
+
+TASK_FILE = "task.yaml"
+# A cluster anylaunch names itself is torn down after this many idle minutes.
+DEFAULT_IDLE_MINUTES = 10
+
+
+def render(spec: JobSpec, ctx: PlanContext) -> Plan:
+    section = spec.skypilot or SkyPilotSection()
+    _check(spec, section)
+    values = ctx.values
+    managed = section.is_managed
+    name = slug(section.job_name or spec.name or "anylaunch")
+    nodes = section.num_nodes or spec.nodes or 1
+    nproc = section.gpus_per_node() or spec.gpus_per_node or 1
+    ckpt_dir = checkpoint_mount_path(spec, section, values.get("workdir"))
+
+    command = list(spec.command)
+    recipe_text = None
+    if any(script.CONFIG_PLACEHOLDER in arg for arg in command):
+        recipe_text = yaml.safe_dump(resume.recipe_for_resume(spec.recipe), sort_keys=False)
+        command = [a.replace(script.CONFIG_PLACEHOLDER, f"${script.RECIPE_ENV}") for a in command]
+    run = script.render(
+        script.RunScript(
+            job_id=ctx.job_id,
+            command=command,
+            launcher=spec.launcher,
+            nproc_per_node=nproc,
+            master_port=section.master_port,
+            checkpoint_dir=ckpt_dir,
+            pre=spec.hooks.pre,
+            post=spec.hooks.post,
+            recipe_text=recipe_text,
+            recipe=spec.recipe,
+        )
+    )
+
+    envs = {**spec.public_env(), **section.public_env()}
+    if section.hf_home:
+        envs.setdefault("HF_HOME", section.hf_home)
+    secret_env = sorted(spec.secret_env())
+    section_secret_env = sorted(set(section.secret_env()) - set(secret_env))
+
+    task: dict[str, Any] = {"name": name}
+    if values.get("workdir"):
+        task["workdir"] = values["workdir"]
+    task["num_nodes"] = nodes
+    task["resources"] = resources(
+        spec, section, managed=managed, cluster_named=bool(section.cluster_name)
+    )
+    if envs:
+        task["envs"] = envs
+    if secret_env or section_secret_env:
+        # Null values are SkyPilot's "secret by reference": filled in at submit only.
+        task["secrets"] = {k: None for k in sorted({*secret_env, *section_secret_env})}
+    mounts = file_mounts(spec, section, ctx.job_id, name, ckpt_dir, managed)
+    if mounts:
+        task["file_mounts"] = mounts
+    if section.setup:
+        task["setup"] = section.setup
+    task["run"] = run
+
+    cluster = None if managed else (section.cluster_name or f"{name}-{ctx.job_id}")[:63]
+    payload = {
+        "mode": "managed" if managed else "cluster",
+        "cluster_name": cluster,
+        "owns_cluster": not managed and not section.cluster_name,
+        "task": task,
+        "section_secret_env": section_secret_env,
+        "checkpoint_dir": ckpt_dir,
+    }
+    return Plan(
+        backend="skypilot",
+        job_id=ctx.job_id,
+        name=name,
+        job_dir=ctx.job_dir,
+        payload=payload,
+        files={TASK_FILE: task_yaml(task)},
+        secret_env=secret_env,
+    )
+
+
+def resources(
+    spec: JobSpec, section: SkyPilotSection, *, managed: bool, cluster_named: bool
+) -> dict[str, Any]:
+    out = _resource_fields(section)
+    image = section.image_id or (f"docker:{spec.image}" if spec.image else None)
+    if image:
+        out["image_id"] = image
+    if section.any_of:
+        out["any_of"] = [_resource_fields(c) for c in section.any_of]
+    if managed:
+        out["job_recovery"] = {
+            "strategy": section.recovery_strategy,
+            "max_restarts_on_errors": section.max_restarts_on_errors,
+        }
+        return out
+    idle = section.idle_minutes_to_autostop
+    down = section.down if section.down is not None else not cluster_named
+    if idle is None and down and not cluster_named:
+        idle = DEFAULT_IDLE_MINUTES
+    if idle is not None:
+        out["autostop"] = {"idle_minutes": idle, "down": bool(down)}
+    return out
+
+
+def _resource_fields(part: SkyPilotSection | Candidate) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if part.cloud:
+        out["infra"] = "/".join(p for p in (part.cloud, part.region, part.zone) if p)
+    for key in ("accelerators", "instance_type", "cpus", "memory", "disk_size"):
+        value = getattr(part, key)
+        if value is not None:
+            out[key] = value
+    if part.use_spot:
+        out["use_spot"] = True
+    if isinstance(part, Candidate) and part.image_id:
+        out["image_id"] = part.image_id
+    return out
+
+
+def checkpoint_mount_path(
+    spec: JobSpec, section: SkyPilotSection, workdir: str | None
+) -> str | None:
+    """The checkpoint directory as the node sees it (SkyPilot mounts need absolute paths).
+
+    `run` starts in ~/sky_workdir when a workdir is synced, else in ~, so a relative
+    `checkpoint.dir` (AutoModel's default `checkpoints/`) lives there.
+    """
+    folder = resume.checkpoint_dir(spec)
+    if folder is None or folder.startswith(("/", "~")):
+        return folder
+    base = "~/sky_workdir" if workdir else "~"
+    return posixpath.normpath(posixpath.join(base, folder))
+
+
+def file_mounts(
+    spec: JobSpec,
+    section: SkyPilotSection,
+    job_id: str,
+    name: str,
+    ckpt_dir: str | None,
+    managed: bool,
+) -> dict[str, Any]:
+    mounts: dict[str, Any] = {}
+    for dest, source in spec.inputs.items():
+        mounts[_node_path(dest)] = (
+            {"source": source.uri, "mode": "COPY"} if "://" in source.uri else source.uri
+        )
+    for dest, uri in spec.outputs.items():
+        mounts[_node_path(dest)] = {"source": uri, "mode": "MOUNT"}
+    mounts.update(section.file_mounts)
+    if ckpt_dir and (section.checkpoint_bucket or managed) and ckpt_dir not in mounts:
+        # The disk of a preempted spot VM is gone; its checkpoints must not be.
+        mount: dict[str, Any] = {"mode": section.checkpoint_mount_mode}
+        if section.checkpoint_bucket:
+            mount["source"] = section.checkpoint_bucket
+        else:
+            mount["name"] = checkpoint_bucket_name(name, job_id)
+        mounts[ckpt_dir] = mount
+    return mounts
+
+
+def checkpoint_bucket_name(name: str, job_id: str) -> str:
+    """A bucket SkyPilot creates for the job: unique per job, valid on S3 and GCS."""
+    return f"anylaunch-ckpt-{name[:30].strip('-')}-{job_id}"
+
+
+def _node_path(dest: str) -> str:
+    return dest if dest.startswith(("/", "~")) else posixpath.join("~/sky_workdir", dest)
+
+
+def slug(text: str) -> str:
+    """A SkyPilot task/cluster name: lower case letters, digits and '-', a letter first."""
+    out = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    if not out or not out[0].isalpha():
+        out = f"job-{out}".rstrip("-")
+    return out[:40].rstrip("-")
+
+
+def task_yaml(task: dict[str, Any]) -> str:
+    """The task as `sky launch TASK.yaml` reads it; `run` and `setup` as literal blocks."""
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    _Dumper.add_representer(str, _text)
+    return yaml.dump(task, Dumper=_Dumper, sort_keys=False, width=100)
+
+
+def _check(spec: JobSpec, section: SkyPilotSection) -> None:
+    if not spec.command:
+        raise ConfigError(
+            "no command to run",
+            file=spec.source,
+            line=line_of(spec.source, ("command",)),
+            key="command",
+            fix="add 'command:' to the job file or pass it after '--'",
+        )
+    if spec.launcher == "srun":
+        raise ConfigError(
+            "launcher 'srun' needs Slurm",
+            file=spec.source,
+            line=line_of(spec.source, ("launcher",)),
+            key="launcher",
+            fix="use launcher: torchrun (or none) with SkyPilot, or run with --backend slurm",
+        )
+    for dest, source in spec.inputs.items():
+        if source.unpack:
+            raise ConfigError(
+                "unpack is not supported by the skypilot backend",
+                file=spec.source,
+                line=line_of(spec.source, ("inputs", dest)),
+                key=f"inputs.{dest}.unpack",
+                fix="mount the archive and unpack it in a pre hook",
+            )

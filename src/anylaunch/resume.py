@@ -1,0 +1,154 @@
+"""The resume contract: every attempt of a job starts from its newest complete checkpoint.
+
+After a preemption the platform (a SkyPilot managed job, a Lepton resubmission, a Slurm
+requeue) starts the same job again. Each attempt runs a small bash step before the
+program that looks in the checkpoint directory and exports
+
+- `ANYLAUNCH_CHECKPOINT_DIR`: the directory (always, when one is known);
+- `ANYLAUNCH_RESUME_FROM`: the newest complete checkpoint in it (only when there is one);
+
+and, for recipes that say `restore_from.path` (AutoModel), writes that checkpoint into
+the recipe file the program reads. The step is plain bash and coreutils because the
+nodes need not have anylaunch installed. Backend-neutral: a backend renders `shell()`
+into its job script.
+
+Which entry is the newest complete checkpoint:
+1. a `LATEST`/`latest` pointer in the directory — a symlink, a text file naming an
+   entry, or a directory (the checkpoint itself); writers update it after a save ends;
+2. otherwise the entry with the highest step number (the last number in its name:
+   `step-12.ckpt`, `epoch_0_step_100`, `checkpoint-500`), skipping names ending in
+   .tmp/.partial/.incomplete/.lock, empty directories and directories holding an
+   `.incomplete` marker — a save that was cut off by the preemption.
+"""
+
+from __future__ import annotations
+
+import copy
+import posixpath
+import shlex
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from anylaunch.spec import JobSpec
+
+RESUME_ENV = "ANYLAUNCH_RESUME_FROM"
+CHECKPOINT_ENV = "ANYLAUNCH_CHECKPOINT_DIR"
+# Stands for `restore_from.path` in a rendered recipe until the job knows the checkpoint.
+PLACEHOLDER = "@@ANYLAUNCH_RESUME_FROM@@"
+
+FIND_NEWEST = r"""anylaunch_newest_checkpoint() { # DIR -> prints the newest complete checkpoint
+  local dir=${1%/} pointer target entry name n best="" best_n=-1
+  [ -d "$dir" ] || return 0
+  for pointer in "$dir/LATEST" "$dir/latest"; do
+    if [ -L "$pointer" ]; then
+      target=$(readlink -f "$pointer") && [ -e "$target" ] && { echo "$target"; return 0; }
+    elif [ -d "$pointer" ]; then
+      echo "$pointer"; return 0
+    elif [ -f "$pointer" ]; then
+      read -r target <"$pointer" || true
+      case $target in /*) ;; ?*) target="$dir/$target" ;; esac
+      [ -n "$target" ] && [ -e "$target" ] && { echo "$target"; return 0; }
+    fi
+  done
+  for entry in "$dir"/*; do
+    [ -e "$entry" ] || continue
+    name=${entry##*/}
+    case $name in *.tmp | *.partial | *.incomplete | *.lock) continue ;; esac
+    if [ -d "$entry" ]; then
+      [ -e "$entry/.incomplete" ] && continue
+      [ -n "$(ls -A "$entry" 2>/dev/null)" ] || continue
+    fi
+    n=$(printf '%s\n' "$name" | grep -oE '[0-9]+' | tail -n 1)
+    [ -n "$n" ] || continue
+    n=$((10#$n))
+    if [ "$n" -gt "$best_n" ]; then best_n=$n; best=$entry; fi
+  done
+  [ -z "$best" ] || echo "$best"
+}"""
+
+
+def checkpoint_dir(spec: JobSpec) -> str | None:
+    """Where the job's checkpoints live: `checkpoint.dir`, else `restore_from.path`'s folder.
+
+    AutoModel recipes name the folder as `checkpoint.checkpoint_dir` (read into
+    `checkpoint.dir`) or only point at the checkpoint to load (`/checkpoints/latest`).
+    """
+    if spec.checkpoint and spec.checkpoint.dir:
+        return spec.checkpoint.dir
+    path = restore_path(spec.recipe)
+    if path:
+        parent = posixpath.dirname(path.rstrip("/"))
+        return parent or None
+    return None
+
+
+def restore_path(recipe: dict[str, Any]) -> str | None:
+    restore = recipe.get("restore_from")
+    if isinstance(restore, dict) and isinstance(restore.get("path"), str) and restore["path"]:
+        return restore["path"]
+    return None
+
+
+def interval_minutes(spec: JobSpec) -> float | None:
+    return spec.checkpoint.interval_minutes if spec.checkpoint else None
+
+
+def interval_steps(spec: JobSpec) -> int | None:
+    """AutoModel's `step_scheduler.checkpoint_interval` (steps, not time)."""
+    scheduler = spec.recipe.get("step_scheduler")
+    value = scheduler.get("checkpoint_interval") if isinstance(scheduler, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def recipe_for_resume(recipe: dict[str, Any]) -> dict[str, Any]:
+    """The recipe with `restore_from.path` replaced by the placeholder `fill_recipe` fills."""
+    if restore_path(recipe) is None:
+        return recipe
+    out = copy.deepcopy(recipe)
+    out["restore_from"]["path"] = PLACEHOLDER
+    return out
+
+
+def shell(directory: str | None) -> str:
+    """Bash run before the program on every node: export the contract's variables."""
+    if not directory:
+        return ""
+    quoted = shlex.quote(directory)
+    return "\n".join(
+        [
+            FIND_NEWEST,
+            f"export {CHECKPOINT_ENV}={quoted}",
+            f'{RESUME_ENV}=$(anylaunch_newest_checkpoint "${CHECKPOINT_ENV}")',
+            f'if [ -n "${RESUME_ENV}" ]; then',
+            f"  export {RESUME_ENV}",
+            f'  echo "anylaunch: resuming from ${RESUME_ENV}"',
+            "else",
+            f"  unset {RESUME_ENV}",
+            "fi",
+        ]
+    )
+
+
+def fill_recipe(path: str, recipe: dict[str, Any]) -> str:
+    """Bash that puts the checkpoint (or the recipe's own path) into `restore_from.path`.
+
+    `path` is a bash word for the rendered recipe file (`"$ANYLAUNCH_RECIPE"`). The file
+    holds `'@@ANYLAUNCH_RESUME_FROM@@'` as a single-quoted YAML scalar, so the value is
+    escaped by doubling single quotes.
+    """
+    original = restore_path(recipe)
+    if original is None:
+        return ""
+    return "\n".join(
+        [
+            f"anylaunch_restore=${{{RESUME_ENV}:-{_bash_default(original)}}}",
+            "anylaunch_restore=${anylaunch_restore//\\'/\\'\\'}",
+            f"anylaunch_recipe=$(cat {path})",
+            f"printf '%s\\n' \"${{anylaunch_recipe//{PLACEHOLDER}/$anylaunch_restore}}\" > {path}",
+        ]
+    )
+
+
+def _bash_default(text: str) -> str:
+    """A literal for `${VAR:-...}`: quoted so that no character is special."""
+    return "'" + text.replace("'", "'\\''") + "'" if text else "''"
