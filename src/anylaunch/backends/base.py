@@ -88,6 +88,7 @@ _REGISTRY = {
     "local": "anylaunch.backends.local.backend:LocalBackend",
     "lepton": "anylaunch.backends.lepton.backend:LeptonBackend",
     "slurm": "anylaunch.backends.slurm.backend:SlurmBackend",
+    "skypilot": "anylaunch.backends.skypilot.backend:SkyPilotBackend",
 }
 
 
