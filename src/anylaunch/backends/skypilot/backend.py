@@ -26,8 +26,8 @@ from anylaunch.store import JobRecord, Store
 
 REQUEST = "request/"
 MANAGED = "managed/"
-# `(head, rank=0, pid=6217) text` / `(worker1, rank=1, pid=6209) text`
-_PREFIX = re.compile(r"^\((?:head|worker\d*), rank=(\d+), pid=\d+\) ?")
+# `(head, rank=0, pid=6217) text`, `(worker1, rank=1, pid=6209) text`, `(task, pid=9) text`
+_PREFIX = re.compile(r"^\([^()]*?(?:rank=(\d+), )?pid=\d+\) ?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NO_RESOURCE = ("ResourcesUnavailableError", "ProvisionError")
 _PRECHECK = ("NotSupportedError", "ResourcesMismatchError", "InvalidClusterNameError",
@@ -175,9 +175,7 @@ class SkyPilotBackend:
             state = states.MANAGED_JOB.get(native, State.UNKNOWN)
             code = 0 if state is State.SUCCEEDED else None
             reason = record.get("failure_reason") if state is State.FAILED else None
-            show = native != "RUNNING" or recoveries
-            detail = states.detail(native, recoveries, reason) if show else None
-            out[job.id] = Observation(state, code, detail)
+            out[job.id] = Observation(state, code, states.detail(native, recoveries, reason))
         return out
 
     def _poll_clusters(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
@@ -202,8 +200,7 @@ class SkyPilotBackend:
                 continue
             state = states.CLUSTER_JOB.get(native, State.UNKNOWN)
             code = 0 if state is State.SUCCEEDED else None
-            detail = states.detail(native) if state is State.FAILED else None
-            out[job.id] = Observation(state, code, detail)
+            out[job.id] = Observation(state, code, states.detail(native))
         return out
 
     def cancel(self, job: JobRecord) -> None:
@@ -245,14 +242,16 @@ class SkyPilotBackend:
 
 
 def split_by_node(text: str, nodes: int) -> list[str]:
-    """SkyPilot prefixes each node's lines with `(head, rank=R, pid=P)`; unprefixed lines
-    (SkyPilot's own messages) go to node 0."""
+    """The program's lines per node. SkyPilot prefixes each with `(head, rank=R, pid=P)`
+    (`(name, pid=P)` on one node); unprefixed lines are SkyPilot's own progress messages."""
     out: list[list[str]] = [[] for _ in range(nodes)]
     for raw in text.splitlines():
         line = _ANSI.sub("", raw)
         match = _PREFIX.match(line)
-        rank = int(match.group(1)) if match else 0
-        out[rank if rank < nodes else 0].append(line[match.end() :] if match else line)
+        if match is None:
+            continue
+        rank = int(match.group(1) or 0)
+        out[rank if rank < nodes else 0].append(line[match.end() :])
     return ["".join(f"{line}\n" for line in lines) for lines in out]
 
 

@@ -7,14 +7,32 @@ and waiting afterwards, which `poll` relies on.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import io
-from collections.abc import Mapping, Sequence
-from typing import Any
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from anylaunch.backends.skypilot.validate import sky
 
+F = TypeVar("F", bound=Callable[..., Any])
 
+
+def _stdout_to_stderr(func: F) -> F:
+    """SkyPilot's client prints progress (`Running on cluster: ...`) on stdout, which
+    belongs to anylaunch's own output (`--json`)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with contextlib.redirect_stdout(sys.stderr):
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@_stdout_to_stderr
 def task(task_config: Mapping[str, Any], secrets: Mapping[str, str]) -> Any:
     """The sky.Task for a rendered task, with secret values filled in only now."""
     return sky().Task.from_yaml_config(
@@ -22,17 +40,20 @@ def task(task_config: Mapping[str, Any], secrets: Mapping[str, str]) -> Any:
     )
 
 
+@_stdout_to_stderr
 def launch(task_obj: Any, cluster_name: str) -> str:
     """Start `sky launch` on the API server; returns the request id (provisioning runs on)."""
     # Autostop/autodown travel in the task's resources (resources.autostop).
     return str(sky().launch(task_obj, cluster_name=cluster_name))
 
 
+@_stdout_to_stderr
 def jobs_launch(task_obj: Any, name: str) -> str:
     """Start `sky jobs launch` (a managed job); returns the request id."""
     return str(sky().jobs.launch(task_obj, name=name))
 
 
+@_stdout_to_stderr
 def request_statuses(request_ids: Sequence[str]) -> dict[str, str]:
     """One call: the status of each launch request (PENDING ... SUCCEEDED/FAILED)."""
     if not request_ids:
@@ -41,11 +62,13 @@ def request_statuses(request_ids: Sequence[str]) -> dict[str, str]:
     return {row.request_id: str(getattr(row.status, "value", row.status)) for row in rows}
 
 
+@_stdout_to_stderr
 def request_result(request_id: str) -> Any:
     """The finished request's value; raises the request's own exception if it failed."""
     return sky().get(request_id)
 
 
+@_stdout_to_stderr
 def cluster_statuses(names: Sequence[str]) -> dict[str, str]:
     """One call for every cluster: INIT / UP / STOPPED; a missing name is gone."""
     if not names:
@@ -55,6 +78,7 @@ def cluster_statuses(names: Sequence[str]) -> dict[str, str]:
     return {row["name"]: str(getattr(row["status"], "value", row["status"])) for row in rows}
 
 
+@_stdout_to_stderr
 def cluster_job_statuses(jobs: Mapping[str, Sequence[int]]) -> dict[tuple[str, int], str | None]:
     """Job statuses on many clusters: every request is sent before any is awaited."""
     module = sky()
@@ -71,6 +95,7 @@ def cluster_job_statuses(jobs: Mapping[str, Sequence[int]]) -> dict[tuple[str, i
     return out
 
 
+@_stdout_to_stderr
 def managed_jobs(job_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """One call for every managed job: status, recovery_count, failure_reason."""
     if not job_ids:
@@ -87,32 +112,38 @@ def managed_jobs(job_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     return out
 
 
+@_stdout_to_stderr
 def cluster_logs(cluster_name: str, job_id: int) -> str:
     out = io.StringIO()
     sky().tail_logs(cluster_name, job_id, follow=False, output_stream=out)
     return out.getvalue()
 
 
+@_stdout_to_stderr
 def managed_logs(job_id: int) -> str:
     out = io.StringIO()
     sky().jobs.tail_logs(job_id=job_id, follow=False, output_stream=out)
     return out.getvalue()
 
 
+@_stdout_to_stderr
 def cancel_cluster_job(cluster_name: str, job_id: int) -> None:
     module = sky()
     module.get(module.cancel(cluster_name, job_ids=[job_id]))
 
 
+@_stdout_to_stderr
 def cancel_managed(job_id: int) -> None:
     module = sky()
     module.get(module.jobs.cancel(job_ids=[job_id]))
 
 
+@_stdout_to_stderr
 def cancel_request(request_id: str) -> None:
     sky().api_cancel(request_id)
 
 
+@_stdout_to_stderr
 def down(cluster_name: str) -> None:
     module = sky()
     module.get(module.down(cluster_name))

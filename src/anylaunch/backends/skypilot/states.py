@@ -120,7 +120,7 @@ def detail(native: str, recoveries: int = 0, reason: str | None = None) -> str:
     text = native
     if reason:
         text += f": {' '.join(reason.split())[:300]}"
-    elif found:
+    elif found and native.startswith("FAILED"):
         text += f": {found.cause}"
     if recoveries:
         text += f" (after {recoveries} recover{'y' if recoveries == 1 else 'ies'})"
