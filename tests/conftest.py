@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -71,10 +72,11 @@ def devstack_env() -> dict[str, str] | None:
         return None
     env = {}
     for line in path.read_text().splitlines():
-        line = line.strip().removeprefix("export ")
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            env[key] = value.strip().strip("'\"")
+        words = shlex.split(line, comments=True)
+        for word in words[1:] if words[:1] == ["export"] else words:
+            key, sep, value = word.partition("=")
+            if sep:
+                env[key] = value
     return env
 
 
