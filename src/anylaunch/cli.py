@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -91,6 +92,12 @@ def run(
         return
     if not no_preflight:
         _preflight_or_stop(api.checks(spec, name), quiet=as_json)
+    if spec.splits is not None:
+        from anylaunch import splits
+
+        run = splits.launch(spec, backend=name, check=False)
+        _finish_run(run.id, detach=detach, as_json=as_json)
+        return
     job = api.submit(spec, name, check=False)
     if detach:
         if as_json:
@@ -109,6 +116,73 @@ def run(
             f"anylaunch: job {job.id} {state.value} (exit code {job.record.exit_code})", err=True
         )
     sys.exit(0 if state.value == "SUCCEEDED" else 1)
+
+
+def _finish_run(run_id: str, *, detach: bool, as_json: bool) -> None:
+    """Print a run (and wait for it unless detached); exit 0 only if every split succeeded."""
+    from anylaunch import runs
+
+    view = runs.load(run_id)
+    if not as_json:
+        click.echo(
+            f"anylaunch: run {run_id}: {len(view.splits)} splits on {view.backend}", err=True
+        )
+    if not detach:
+        seen: dict[int, str] = {}
+        while True:
+            view = runs.load(run_id)
+            for split_id, attempts in sorted(view.splits.items()):
+                latest = attempts[-1]
+                if not as_json and seen.get(split_id) != latest.state.value:
+                    click.echo(
+                        f"split {split_id}: {latest.state.value} (job {latest.id})", err=True
+                    )
+                seen[split_id] = latest.state.value
+            if view.state.terminal:
+                break
+            time.sleep(0.5)
+    if as_json:
+        _emit_json(view.to_json())
+    else:
+        click.echo(f"run {run_id} {view.state.value}")
+        failed = view.failed()
+        if failed:
+            click.echo(f"  failed splits: {failed} — anylaunch retry {run_id} --failed", err=True)
+    if not detach:
+        sys.exit(0 if view.state.value == "SUCCEEDED" else 1)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option(
+    "--failed", "only_failed", is_flag=True, help="Resubmit the failed splits (required)."
+)
+@click.option("--detach", "-d", is_flag=True, help="Return once resubmitted.")
+@_JSON
+@_handles_errors
+def retry(run_id: str, only_failed: bool, detach: bool, as_json: bool) -> None:
+    """Resubmit a run's failed splits with the same split ids, after showing why each failed."""
+    from anylaunch import api, runs
+    from anylaunch.errors import UsageError
+
+    if not only_failed:
+        raise UsageError("say which splits: anylaunch retry RUN --failed")
+    view = runs.load(run_id)
+    failed = view.failed()
+    if not failed:
+        if not as_json:
+            click.echo(f"run {view.id}: no failed split to retry ({view.state.value})", err=True)
+        _finish_run(view.id, detach=True, as_json=as_json)
+        return
+    for split_id in failed:
+        attempt = view.splits[split_id][-1]
+        result = api.get(attempt.id).diagnose()
+        if not as_json:
+            click.echo(
+                f"split {split_id} (job {attempt.id}): {result.code}: {result.cause}", err=True
+            )
+    runs.retry_failed(view)
+    _finish_run(view.id, detach=detach, as_json=as_json)
 
 
 def _preflight_or_stop(checks: list[Any], *, quiet: bool) -> None:
@@ -207,11 +281,25 @@ def _state(text: str) -> Any:
 @_JSON
 @_handles_errors
 def status(job_id: str, as_json: bool) -> None:
-    """Show a job's state, exit code and state history."""
+    """Show a job's state, exit code and state history — or a run's splits."""
     from anylaunch import api
+    from anylaunch.errors import JobNotFound
     from anylaunch.reports import profile_reports
 
-    job = api.get(job_id)
+    try:
+        job = api.get(job_id)
+    except JobNotFound:
+        from anylaunch import runs
+
+        view = runs.load(job_id)
+        if as_json:
+            _emit_json(view.to_json())
+            return
+        click.echo(f"run {view.id} {view.state.value} ({view.backend}, {len(view.splits)} splits)")
+        for split_id, attempts in sorted(view.splits.items()):
+            tries = ", ".join(f"{a.id} {a.state.value}" for a in attempts)
+            click.echo(f"  split {split_id}: {attempts[-1].state.value}  [{tries}]")
+        return
     job.status()
     summary = {**job.record.summary(), "events": job.events()}
     reports = profile_reports(job.record)

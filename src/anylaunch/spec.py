@@ -126,6 +126,8 @@ class JobSpec(Strict):
     hooks: Hooks = Field(default_factory=Hooks)
     checkpoint: Checkpoint | None = None
     profile: Profile | None = None
+    # A run of parallel splits: a count, or one value per split (R-L14).
+    splits: int | list[str | int | float | bool] | None = None
 
     local: LocalSection | None = None
     slurm: SlurmSection | None = None
@@ -168,6 +170,24 @@ class JobSpec(Strict):
         if isinstance(value, dict):
             return {k: _env_text(v) for k, v in value.items()}
         return value
+
+    @field_validator("splits", mode="before")
+    @classmethod
+    def _some_splits(cls, value: Any) -> Any:
+        counts = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        if value is None or counts or (isinstance(value, list) and value):
+            return value
+        raise ValueError(
+            f"{value!r} is not a count or a list of values; write a number >= 1 or a list"
+        )
+
+    def split_values(self) -> list[str | None]:
+        """One entry per split: its value (SPLIT_VALUE), or None for a plain count."""
+        if self.splits is None:
+            return []
+        if isinstance(self.splits, int):
+            return [None] * self.splits
+        return [str(v).lower() if isinstance(v, bool) else str(v) for v in self.splits]
 
     def sections(self) -> list[str]:
         """Names of the backend sections written in the job file."""

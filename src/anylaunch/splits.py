@@ -11,6 +11,7 @@ splits=[failed ids])`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
 
 SPLIT_ENV = "SPLIT_ID"
+VALUE_ENV = "SPLIT_VALUE"
 
 
 class ArrayBackend(Protocol):
@@ -55,14 +57,18 @@ class Run:
 
 def launch(
     spec: JobSpec,
-    splits: int | Sequence[int],
+    splits: int | Sequence[int] | None = None,
     backend: str | None = None,
     *,
     store: Store | None = None,
     run_id: str | None = None,
     check: bool = True,
+    max_parallel: int = 8,
 ) -> Run:
-    """Submit the splits (0..N-1, or the listed split ids) and return at once."""
+    """Submit the splits (0..N-1, the listed split ids, or the spec's `splits:`) and
+    return at once. Backends without arrays get up to `max_parallel` submits at a time."""
+    if splits is None:
+        splits = len(spec.split_values())
     split_ids = list(range(splits)) if isinstance(splits, int) else list(splits)
     if not split_ids or len(set(split_ids)) != len(split_ids) or min(split_ids) < 0:
         raise UsageError(f"splits must be a count >= 1 or distinct ids >= 0, not {splits!r}")
@@ -79,16 +85,36 @@ def launch(
     run_id = run_id or new_id()
     if impl.capabilities.supports_arrays:
         return Run(run_id, _as_array(spec, split_ids, name, impl, store, run_id), store)  # type: ignore[arg-type]
-    jobs = [
-        api.submit(with_split(spec, i), name, store=store, run_id=run_id, split_id=i, check=False)
-        for i in split_ids
-    ]
-    return Run(run_id, jobs, store)
+    root = store.root
+
+    def one(split_id: int) -> str:
+        # A connection per thread: sqlite3 objects stay in the thread that made them.
+        own = Store(root)
+        try:
+            job = api.submit(
+                with_split(spec, split_id),
+                name,
+                store=own,
+                run_id=run_id,
+                split_id=split_id,
+                check=False,
+            )
+            return job.id
+        finally:
+            own.close()
+
+    with ThreadPoolExecutor(max(1, min(max_parallel, len(split_ids)))) as pool:
+        ids = list(pool.map(one, split_ids))
+    return Run(run_id, [api.Job(store.get(job_id), store) for job_id in ids], store)
 
 
 def with_split(spec: JobSpec, split_id: int) -> JobSpec:
-    """The spec of one split: SPLIT_ID in its environment."""
-    return spec.model_copy(update={"env": {**spec.env, SPLIT_ENV: str(split_id)}})
+    """The spec of one split: SPLIT_ID (and SPLIT_VALUE) in its environment, no `splits`."""
+    env = {**spec.env, SPLIT_ENV: str(split_id)}
+    values = spec.split_values()
+    if split_id < len(values) and values[split_id] is not None:
+        env[VALUE_ENV] = values[split_id]
+    return spec.model_copy(update={"env": env, "splits": None})
 
 
 def _as_array(

@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
+CREATE INDEX IF NOT EXISTS jobs_run ON jobs (run_id);
 CREATE TABLE IF NOT EXISTS events (
     job_id TEXT NOT NULL REFERENCES jobs (id),
     at REAL NOT NULL,
@@ -343,6 +344,23 @@ class Store:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [_record(row, full=False) for row in self._db.execute(sql, args)]
+
+    def resolve_run(self, run_id: str) -> str:
+        """A run id from an id or a unique prefix."""
+        rows = self._db.execute(
+            "SELECT DISTINCT run_id FROM jobs WHERE run_id = ? OR run_id LIKE ? || '%' LIMIT 3",
+            (run_id, run_id),
+        ).fetchall()
+        ids = [r[0] for r in rows]
+        if run_id in ids:
+            return run_id
+        if not ids or not run_id:
+            raise JobNotFound(f"no run '{run_id}' in {self.path} — list runs with 'anylaunch ps'")
+        if len(ids) > 1:
+            raise UsageError(
+                f"run id '{run_id}' is ambiguous ({', '.join(ids)}) — give more characters"
+            )
+        return ids[0]
 
     def events(self, job_id: str) -> list[dict[str, Any]]:
         rows = self._db.execute(

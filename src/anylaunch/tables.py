@@ -36,11 +36,12 @@ def jobs_table(records: Sequence[JobRecord]) -> None:
     the whole rest of `ps`; an aligned layout of known-width fields needs none of that.
     """
     now = time.time()
-    header = ("ID", "NAME", "BACKEND", "STATE", "EXIT", "NATIVE", "AGE", "DETAIL")
+    header = ("ID", "NAME", "RUN", "BACKEND", "STATE", "EXIT", "NATIVE", "AGE", "DETAIL")
     rows = [
         (
             r.id,
             r.name if len(r.name) <= 32 else r.name[:31] + "…",
+            f"{r.run_id}/{r.split_id}" if r.run_id else "",
             r.backend,
             r.state.value,
             "" if r.exit_code is None else str(r.exit_code),
@@ -55,8 +56,8 @@ def jobs_table(records: Sequence[JobRecord]) -> None:
     click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)) + "  DETAIL")
     for row in rows:
         cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
-        if color and row[3] in _STYLE:
-            cells[3] = click.style(cells[3], fg=_STYLE[row[3]])
+        if color and row[4] in _STYLE:
+            cells[4] = click.style(cells[4], fg=_STYLE[row[4]])
         click.echo("  ".join(cells) + "  " + row[-1])
 
 

@@ -69,7 +69,16 @@ class SlurmBackend:
     def plan_array(self, spec: JobSpec, splits: Sequence[tuple[int, PlanContext]]) -> Plan:
         """One script for many splits (`sbatch --array`), each split an anylaunch job."""
         first = splits[0][1]
-        rows = [{"split_id": i, "job_id": c.job_id, "job_dir": c.job_dir} for i, c in splits]
+        values_of = spec.split_values()
+        rows = [
+            {
+                "split_id": i,
+                "job_id": c.job_id,
+                "job_dir": c.job_dir,
+                "value": values_of[i] if i < len(values_of) else None,
+            }
+            for i, c in splits
+        ]
         values = {**first.values, "splits": rows}
         return slurm_plan.render(spec, PlanContext(first.job_id, first.job_dir, values))
 

@@ -36,6 +36,7 @@ class Split:
     split_id: int
     job_id: str
     job_dir: str
+    value: str | None = None  # SPLIT_VALUE, when the run lists one value per split
 
 
 @dataclass(frozen=True)
@@ -148,12 +149,15 @@ def setup(job: Job) -> list[str]:
         out.append('export SPLIT_ID="$SLURM_ARRAY_TASK_ID"')
         out.append('case "$SPLIT_ID" in')
         for split in job.splits:
+            value = "" if split.value is None else f" SPLIT_VALUE={word(split.value)}"
             out.append(
                 f"  {split.split_id}) ANYLAUNCH_JOB_ID={word(split.job_id)}"
-                f" ANYLAUNCH_JOB_DIR={word(split.job_dir)} ;;"
+                f" ANYLAUNCH_JOB_DIR={word(split.job_dir)}{value} ;;"
             )
         out.append("esac")
         out.append("export ANYLAUNCH_JOB_ID ANYLAUNCH_JOB_DIR")
+        if any(split.value is not None for split in job.splits):
+            out.append("export SPLIT_VALUE")
         out.append('mkdir -p "$ANYLAUNCH_JOB_DIR/logs"')
         out.append('exec >>"$ANYLAUNCH_JOB_DIR/logs/node-0.log" 2>&1')
     else:

@@ -1,0 +1,113 @@
+"""A run's state across its splits, and `retry RUN --failed` (R-L14).
+
+A split may have several attempts: each retry records a new job with the same run id
+and split id. The split's state is its newest attempt's; the run succeeded when every
+split's newest attempt did. Retrying rebuilds each failed split's spec from the store,
+where secrets are masked: their values come from the environment again, by name, so a
+retry never needed them written down.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from anylaunch import api
+from anylaunch.errors import JobNotFound, UsageError
+from anylaunch.redact import MASK
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store
+
+RETRIED_STATES = (State.FAILED, State.TIMEOUT, State.PREEMPTED)
+
+
+@dataclass
+class RunView:
+    id: str
+    backend: str
+    splits: dict[int, list[JobRecord]]  # split id -> attempts, oldest first
+
+    @property
+    def state(self) -> State:
+        latest = [attempts[-1].state for attempts in self.splits.values()]
+        if all(s is State.SUCCEEDED for s in latest):
+            return State.SUCCEEDED
+        if not all(s.terminal for s in latest):
+            return State.RUNNING if any(s is State.RUNNING for s in latest) else State.PENDING
+        return State.CANCELLED if all(s is State.CANCELLED for s in latest) else State.FAILED
+
+    def failed(self) -> list[int]:
+        return [i for i, attempts in self.splits.items() if attempts[-1].state in RETRIED_STATES]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.id,
+            "state": self.state.value,
+            "backend": self.backend,
+            "splits": [
+                {
+                    "split_id": i,
+                    "state": attempts[-1].state.value,
+                    "attempts": [a.summary() for a in attempts],
+                }
+                for i, attempts in sorted(self.splits.items())
+            ],
+        }
+
+
+def load(run_id: str, store: Store | None = None) -> RunView:
+    """A run by id or unique prefix, its live splits polled first (one call per backend)."""
+    store = store or Store()
+    run_id = store.resolve_run(run_id)
+    records = api.refresh(store.list(limit=None, run_id=run_id), store)
+    splits: dict[int, list[JobRecord]] = {}
+    for record in sorted(records, key=lambda r: r.created_at):
+        splits.setdefault(record.split_id if record.split_id is not None else 0, []).append(record)
+    if not records:
+        raise JobNotFound(f"no run '{run_id}' — list runs with 'anylaunch ps'")
+    return RunView(run_id, records[0].backend, splits)
+
+
+def retry_failed(
+    view: RunView, store: Store | None = None, environ: Mapping[str, str] | None = None
+) -> list[int]:
+    """Resubmit the failed splits with their split ids; return those ids."""
+    from anylaunch import splits as run_splits
+    from anylaunch.spec import JobSpec
+
+    store = store or Store()
+    failed = view.failed()
+    if not failed:
+        return []
+    base = store.get(view.splits[failed[0]][-1].id).spec
+    values = {
+        i: store.get(a[-1].id).spec.get("env", {}).get(run_splits.VALUE_ENV)
+        for i, a in view.splits.items()
+    }
+    base["env"] = {
+        k: v
+        for k, v in base.get("env", {}).items()
+        if k not in (run_splits.SPLIT_ENV, run_splits.VALUE_ENV)
+    }
+    size = max(view.splits) + 1
+    base["splits"] = [values.get(i) or "" for i in range(size)] if any(values.values()) else size
+    spec = JobSpec.model_validate(unmask(base, os.environ if environ is None else environ))
+    run_splits.launch(spec, failed, view.backend, store=store, run_id=view.id)
+    return failed
+
+
+def unmask(data: Any, environ: Mapping[str, str], key: str = "") -> Any:
+    """Put secrets back from the environment where the store holds `***`."""
+    if isinstance(data, dict):
+        return {k: unmask(v, environ, k) for k, v in data.items()}
+    if isinstance(data, list):
+        return [unmask(v, environ, key) for v in data]
+    if data == MASK:
+        if key not in environ:
+            raise UsageError(
+                f"{key} was a secret of this run and is not set now — export {key}=... and retry"
+            )
+        return environ[key]
+    return data

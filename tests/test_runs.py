@@ -1,0 +1,56 @@
+"""Runs of parallel splits on the local backend: SPLIT_ID/SPLIT_VALUE, and retry of only
+the failed splits with the same split ids (R-L14)."""
+
+from __future__ import annotations
+
+
+def test_retry_reruns_only_the_failed_split_and_the_run_succeeds(cli, write, tmp_path):
+    marker = tmp_path / "split2-failed-once"
+    path = write(
+        f"""
+        launcher: none
+        splits: [alpha, beta, gamma, delta]
+        command:
+          - bash
+          - -c
+          - 'echo "split=$SPLIT_ID value=$SPLIT_VALUE"; if [ "$SPLIT_ID" = 2 ] && [ ! -e {marker} ]; then touch {marker}; exit 4; fi'
+        """
+    )
+    first = cli("run", str(path), "--json")
+    assert first.rc == 1
+    run = first.json()
+    assert run["state"] == "FAILED" and [s["state"] for s in run["splits"]] == [
+        "SUCCEEDED",
+        "SUCCEEDED",
+        "FAILED",
+        "SUCCEEDED",
+    ]
+    failed_job = run["splits"][2]["attempts"][0]["id"]
+    assert "split=2 value=gamma" in cli("logs", failed_job).out
+
+    retried = cli("retry", run["run"], "--failed", "--json")
+    assert retried.rc == 0, retried.err
+    after = retried.json()
+    assert after["state"] == "SUCCEEDED"
+    assert [len(s["attempts"]) for s in after["splits"]] == [1, 1, 2, 1]
+    second = after["splits"][2]["attempts"][1]
+    assert second["split_id"] == 2 and second["run_id"] == run["run"]
+    assert "split=2 value=gamma" in cli("logs", second["id"]).out
+    # Only split 2 ran again: the others keep their single job.
+    assert len(cli("ps", "--json").json()) == 5
+
+
+def test_a_run_detaches_and_status_shows_its_splits(cli, write):
+    path = write("launcher: none\nsplits: 3\ncommand: [bash, -c, 'echo $SPLIT_ID']\n")
+    started = cli("run", str(path), "--detach", "--json")
+    assert started.rc == 0
+    run_id = started.json()["run"]
+    status = cli("status", run_id[:5], "--json").json()
+    assert status["run"] == run_id and [s["split_id"] for s in status["splits"]] == [0, 1, 2]
+    nothing = cli("retry", run_id, "--failed", "--json")
+    assert nothing.rc == 0
+
+
+def test_retry_needs_the_failed_flag_and_a_known_run(cli):
+    assert cli("retry", "nosuchrun", "--failed").rc == 2
+    assert cli("retry", "nosuchrun").rc == 2
