@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from anylaunch import pending
 from anylaunch.backends.base import get_backend
 from anylaunch.errors import BackendError
 from anylaunch.state import State
@@ -144,9 +145,15 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
             state = seen.state
             if job.cancel_requested_at and state in (State.FAILED, State.UNKNOWN):
                 state = State.CANCELLED  # a kill we asked for is not a failure
-            if store.transition(job.id, state, exit_code=seen.exit_code, detail=seen.detail):
+            detail = seen.detail
+            if state is State.PENDING:
+                detail = pending.explain(detail, time.time() - job.created_at)
+            if store.transition(job.id, state, exit_code=seen.exit_code, detail=detail):
                 job.state, job.exit_code = state, seen.exit_code
-                job.detail = seen.detail or job.detail
+                job.detail = detail or job.detail
+            elif detail and detail != job.detail and not job.state.terminal:
+                store.note(job.id, detail)
+                job.detail = detail
     return list(records)
 
 

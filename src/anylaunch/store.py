@@ -278,6 +278,15 @@ class Store:
             )
             return True
 
+    def note(self, job_id: str, detail: str) -> None:
+        """Update a live job's detail (why it is pending) without an event per poll."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE jobs SET detail = ?, updated_at = ? WHERE id = ? AND detail IS NOT ?"
+                " AND state NOT IN ('SUCCEEDED','FAILED','CANCELLED','TIMEOUT','PREEMPTED')",
+                (detail, time.time(), job_id, detail),
+            )
+
     def reserve_port(self, port: int, job_id: str) -> bool:
         """Claim a port for a live job; False if another live job holds it."""
         now = time.time()
