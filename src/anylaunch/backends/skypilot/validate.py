@@ -8,7 +8,9 @@ becomes a one-line ConfigError naming the job file's line for the key concerned.
 from __future__ import annotations
 
 import copy
+import json
 import os
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -61,7 +63,7 @@ def validate(task: dict[str, Any], *, source: str | None) -> Any:
 
 def rejected(task: dict[str, Any], exc: BaseException, source: str | None) -> ConfigError:
     message = " ".join(str(exc).split()) or type(exc).__name__
-    field = next((f for k, f in _SECTION_KEYS.items() if k in message), None)
+    field = _field_of(task, message)
     key = f"skypilot.{field}" if field else "skypilot"
     return ConfigError(
         f"SkyPilot rejects the task: {message}",
@@ -70,6 +72,22 @@ def rejected(task: dict[str, Any], exc: BaseException, source: str | None) -> Co
         key=key,
         fix="fix that key (the rendered task: anylaunch run FILE --dry-run)",
     )
+
+
+def _field_of(task: dict[str, Any], message: str) -> str | None:
+    """The section field behind SkyPilot's complaint: a key it names, else the task part
+    that holds the value it quotes first (`'SOMETIMES' is not one of [...]`)."""
+    named = next((f for k, f in _SECTION_KEYS.items() if k in message), None)
+    if named:
+        return named
+    quoted = re.findall(r"'([^']+)'", message)
+    if not quoted:
+        return None
+    parts = {**task, **(task.get("resources") or {})}
+    for key, value in parts.items():
+        if key in _SECTION_KEYS and quoted[0] in json.dumps(value):
+            return _SECTION_KEYS[key]
+    return None
 
 
 def line_of(source: str | None, path: tuple[str, ...]) -> int | None:

@@ -1,0 +1,112 @@
+"""SkyPilot test fixtures: the seed's spot job file, and the devstack's SkyPilot client."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+PROGRAMS = HERE / "programs"
+ROOT = HERE.parent.parent
+
+# The seed's spot example (001_aaad04890581dc35.txt): the skypilot: block and the
+# minimal resume recipe keys it recommends with it.
+SEED_SPOT = """\
+name: llm_finetune
+command: python -m nemo_automodel.recipes.llm.train_ft -c {config}
+skypilot:
+  cloud: aws
+  accelerators: "H100:8"
+  num_nodes: 2
+  use_spot: true
+  disk_size: 200
+  region: us-east-1
+  setup: "pip install nemo-automodel"
+  env_vars:
+    HF_TOKEN: "${HF_TOKEN}"
+step_scheduler:
+  checkpoint_interval: 100
+restore_from:
+  path: /checkpoints/latest
+"""
+
+# Everything except loopback goes to a dead port: a test that reaches the internet fails.
+OFFLINE = {
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "no_proxy": "localhost,127.0.0.1",
+    "NO_PROXY": "localhost,127.0.0.1",
+    "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a long end-to-end test (2-node SkyPilot on Slurm)")
+
+
+@pytest.fixture
+def seed_spot(write):
+    return write(SEED_SPOT, "spot.yaml")
+
+
+@pytest.fixture
+def sky_home(tmp_path, monkeypatch) -> Path:
+    """A throw-away HOME for SkyPilot (it writes ~/.sky on import)."""
+    path = tmp_path / "skyhome"
+    path.mkdir()
+    monkeypatch.setenv("HOME", str(path))
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
+    return path
+
+
+@pytest.fixture(scope="session")
+def skystack(devstack) -> dict[str, str]:
+    """The devstack's SkyPilot client settings (API server, HOME, offline guard)."""
+    if devstack.get("DEVSTACK_SKY_UNAVAILABLE"):
+        pytest.fail(f"SkyPilot devstack unavailable: {devstack['DEVSTACK_SKY_UNAVAILABLE']}")
+    if "DEVSTACK_SKY_HOME" not in devstack:
+        if os.environ.get("ANYLAUNCH_REQUIRE_DEVSTACK"):
+            pytest.fail("the devstack has no skypilot service: scripts/devstack up")
+        pytest.skip("the devstack has no skypilot service (scripts/devstack up)")
+    return {
+        **devstack,
+        **OFFLINE,
+        "HOME": devstack["DEVSTACK_SKY_HOME"],
+        "SKYPILOT_API_SERVER_LOCAL_PORT": devstack["DEVSTACK_SKY_API_PORT"],
+    }
+
+
+def cluster_name_on_cloud(stack: dict[str, str], name: str) -> str:
+    code = (
+        "from sky.utils import common_utils;"
+        f"print(common_utils.make_cluster_name_on_cloud({name!r}, 120))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **stack}, capture_output=True, text=True
+    )
+    return out.stdout.strip()
+
+
+def offline_uv(stack: dict[str, str], cluster: str) -> None:
+    """SkyPilot's node runtime curls uv from astral.sh unless the cluster's HOME has it
+    (reference: skypilot-slurm.md, gotcha 2); place it before each launch."""
+    home = (
+        Path(stack["DEVSTACK_SKY_WORKDIR"])
+        / ".sky_clusters"
+        / cluster_name_on_cloud(stack, cluster)
+    )
+    (home / ".local" / "bin").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(stack["DEVSTACK_SKY_UV"], home / ".local" / "bin" / "uv")
+
+
+def dedent(text: str) -> str:
+    return textwrap.dedent(text).lstrip()

@@ -1,0 +1,280 @@
+"""Rendering SkyPilot tasks: the seed's spot example, strict keys, secrets, the SDK boundary.
+
+Every rendered task here goes through the real `skypilot` library; nothing reaches the
+network (proxies point at a dead port).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from anylaunch import config
+from anylaunch.errors import ConfigError
+from conftest import OFFLINE, SEED_SPOT
+
+pytest.importorskip("sky")
+
+
+def dry_run(cli, path: Path, *args: str, env: dict[str, str] | None = None):
+    return cli("run", str(path), "--dry-run", "--json", *args, env={**OFFLINE, **(env or {})})
+
+
+def test_seed_spot_example_renders_an_offline_managed_task_with_recovery_and_checkpoint_mount(
+    cli, seed_spot, tmp_path
+):
+    result = dry_run(cli, seed_spot, env={"HF_TOKEN": "hf_seed_token_value", "HOME": str(tmp_path)})
+    assert result.rc == 0, result.err
+    out = result.json()
+    assert out["backend"] == "skypilot"
+    payload = out["plan"]["payload"]
+    task = payload["task"]
+    assert payload["mode"] == "managed"  # spot -> managed job, recovered after preemption
+    assert task["num_nodes"] == 2 and task["setup"] == "pip install nemo-automodel"
+    resources = task["resources"]
+    assert resources["infra"] == "aws/us-east-1"
+    assert resources["accelerators"] == "H100:8" and resources["use_spot"] is True
+    assert resources["disk_size"] == 200
+    assert resources["job_recovery"]["strategy"] == "EAGER_NEXT_REGION"
+    mount = task["file_mounts"]["/checkpoints"]  # restore_from.path: /checkpoints/latest
+    assert mount["mode"] == "MOUNT" and mount["name"].startswith("anylaunch-ckpt-llm-finetune-")
+    assert "--nproc-per-node 8" in task["run"] and "ANYLAUNCH_RESUME_FROM" in task["run"]
+    assert task["secrets"] == {"HF_TOKEN": None}
+    assert "hf_seed_token_value" not in result.out
+
+
+# `import sky` alone, warm, on this machine when it is quiet (reference/prior-art.md §3).
+QUIET_SKY_IMPORT_S = 1.85
+
+
+def test_seed_spot_dry_run_takes_under_three_seconds(cli, seed_spot, tmp_path):
+    """The whole CLI, SkyPilot's import and its validation included: best of 3, fresh
+    state each time. SkyPilot's import is most of it and slows down when the 2-core
+    machine is shared, so the budget scales with how slow that import is right now;
+    anylaunch's own share must stay under one second either way."""
+    import subprocess
+
+    dry, bare = float("inf"), float("inf")
+    for attempt in range(3):
+        home = tmp_path / f"h{attempt}"
+        home.mkdir()
+        env = {**os.environ, **OFFLINE, "HOME": str(home)}
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import sky"], env=env, check=True)
+        bare = min(bare, time.perf_counter() - start)
+        start = time.perf_counter()
+        result = cli(
+            "run",
+            str(seed_spot),
+            "--dry-run",
+            env={**OFFLINE, "HF_TOKEN": "x", "HOME": str(home), "ANYLAUNCH_HOME": str(home / "al")},
+        )
+        dry = min(dry, time.perf_counter() - start)
+        assert result.rc == 0, result.err
+    budget = 3.0 * max(1.0, bare / QUIET_SKY_IMPORT_S)
+    assert dry < budget, f"--dry-run {dry:.2f}s, budget {budget:.2f}s (import sky {bare:.2f}s)"
+    assert dry - bare < 1.0, f"anylaunch adds {dry - bare:.2f}s to SkyPilot's import"
+
+
+def test_dry_run_text_is_the_task_yaml_sky_launch_reads(cli, seed_spot, sky_home):
+    import sky
+
+    result = cli("run", str(seed_spot), "--dry-run", env={"HF_TOKEN": "x", "HOME": str(sky_home)})
+    assert result.rc == 0, result.err
+    head = result.out.split("\n", 1)[0]
+    assert head.startswith("# sky jobs launch --name llm-finetune task.yaml")
+    text = result.out.split("\n", 2)[2]
+    task = sky.Task.from_yaml_config(yaml.safe_load(text))  # the real library reads it back
+    assert task.num_nodes == 2 and next(iter(task.resources)).use_spot
+
+
+def test_misspelt_use_spot_is_an_exit_2_error_naming_the_line_and_use_spot(cli, write):
+    path = write(SEED_SPOT.replace("use_spot: true", "use_sopt: false"))
+    result = cli("run", str(path), "--dry-run", env={"HF_TOKEN": "x"})
+    assert result.rc == 2
+    assert result.err.count("\n") == 1, result.err
+    assert f"{path}:7: skypilot.use_sopt: unknown key" in result.err
+    assert "did you mean 'use_spot'?" in result.err
+
+
+def test_unknown_key_in_an_any_of_candidate_names_its_line(write):
+    path = write(
+        "command: python train.py\nskypilot:\n  cloud: aws\n  any_of:\n"
+        "    - cloud: gcp\n      acelerators: A100:8\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        config.load(path, environ={})
+    assert err.value.line == 6 and "did you mean 'accelerators'" in err.value.message
+
+
+def test_region_without_cloud_is_rejected_before_rendering(write):
+    path = write("command: python train.py\nskypilot:\n  region: us-east-1\n")
+    with pytest.raises(ConfigError) as err:
+        config.load(path, environ={})
+    assert err.value.line == 2 and "need a cloud" in err.value.message
+
+
+def test_accelerator_count_and_gpus_per_node_that_disagree_name_both_lines(write):
+    path = write('command: python t.py\ngpus_per_node: 4\nskypilot:\n  accelerators: "H100:8"\n')
+    with pytest.raises(ConfigError) as err:
+        config.load(path, environ={})
+    assert err.value.line == 4 and ":2)" in err.value.message
+
+
+def test_what_skypilot_rejects_is_a_config_error_naming_the_key(cli, write, sky_home):
+    path = write(
+        "command: python train.py\nskypilot:\n  cloud: aws\n  file_mounts:\n"
+        "    /data:\n      source: s3://bucket/data\n      mode: SOMETIMES\n"
+    )
+    result = cli("run", str(path), "--dry-run", env={"HOME": str(sky_home)})
+    assert result.rc == 2, result.err
+    assert f"{path}:4: skypilot.file_mounts: SkyPilot rejects the task" in result.err
+    assert "SOMETIMES" in result.err
+
+
+def test_secrets_reach_neither_plan_nor_store(cli, write, sky_home, home):
+    path = write(
+        "command: python train.py\nenv:\n  WANDB_API_KEY: ${WANDB_API_KEY}\n"
+        "skypilot:\n  cloud: kubernetes\n  env_vars:\n    HF_TOKEN: ${HF_TOKEN}\n    MODE: fast\n"
+    )
+    secrets = {"HF_TOKEN": "hf_do_not_leak", "WANDB_API_KEY": "wandb_do_not_leak"}
+    result = cli("run", str(path), "--dry-run", "--json", env={**secrets, "HOME": str(sky_home)})
+    assert result.rc == 0, result.err
+    task = result.json()["plan"]["payload"]["task"]
+    assert task["secrets"] == {"HF_TOKEN": None, "WANDB_API_KEY": None}
+    assert task["envs"] == {"MODE": "fast"}
+    assert "do_not_leak" not in result.out
+    spec = config.load(path, environ=secrets)
+    assert "do_not_leak" not in json.dumps(spec.redacted())
+
+
+def test_managed_job_handed_to_sky_jobs_launch_passes_skypilot_own_checks(
+    seed_spot, sky_home, home, monkeypatch
+):
+    """The SDK boundary of the managed path: the sky.Task that submit() hands to
+    `sky.jobs.launch`, put through what SkyPilot does with it before and after the
+    HTTP request (DAG, admin policy, volumes, the request body, the controller's parse)
+    — all real library code. Left out: the POST itself, because offline the jobs
+    controller cannot run (reference: skypilot-slurm.md), and `dag.validate()`, which
+    downloads SkyPilot's accelerator catalog."""
+    import sky
+    from sky.server.requests import payloads, request_names
+    from sky.utils import admin_policy_utils, dag_utils, registry
+
+    from anylaunch import api
+    from anylaunch.backends.skypilot import sdk
+
+    monkeypatch.setenv("HF_TOKEN", "hf_boundary")
+    plan = api.dry_run(config.load(seed_spot), "skypilot")
+    task = sdk.task(plan.payload["task"], {"HF_TOKEN": "hf_boundary"})
+    dag = dag_utils.convert_entrypoint_to_dag(task)
+    dag.name = plan.name
+    dag, _ = admin_policy_utils.apply(
+        dag, request_name=request_names.AdminPolicyRequestName.JOBS_LAUNCH
+    )
+    dag.resolve_and_validate_volumes()
+    assert dag.is_chain()
+    body = payloads.JobsLaunchBody(task=dag_utils.dump_dag_to_yaml_str(dag), name=plan.name)
+    controller_side = dag_utils.load_chain_dag_from_yaml_str(body.task).tasks[0]
+    resources = next(iter(controller_side.resources))
+    assert resources.use_spot and str(resources.cloud) == "AWS"
+    strategy = resources.job_recovery["strategy"]
+    assert strategy.upper() in {k.upper() for k in registry.JOBS_RECOVERY_STRATEGY_REGISTRY}
+    mount = controller_side.storage_mounts["/checkpoints"]
+    assert mount.mode == sky.StorageMode.MOUNT and mount.name.startswith("anylaunch-ckpt-")
+    assert controller_side.secrets["HF_TOKEN"].get_secret_value() == "hf_boundary"
+    assert "hf_boundary" not in json.dumps(plan.model_dump(mode="json"))
+
+
+def test_every_skypilot_status_maps_and_recovering_is_not_terminal():
+    from sky.jobs.state import ManagedJobStatus
+    from sky.server.requests.requests import RequestStatus
+    from sky.skylet.job_lib import JobStatus
+
+    from anylaunch.backends.skypilot import states
+
+    assert {s.value for s in ManagedJobStatus} <= set(states.MANAGED_JOB)
+    assert {s.value for s in JobStatus} <= set(states.CLUSTER_JOB)
+    assert {s.value for s in RequestStatus} <= set(states.REQUEST)
+    assert not states.MANAGED_JOB["RECOVERING"].terminal
+    failed = [s for s in ManagedJobStatus if s.is_failed()]
+    assert all(states.MANAGED_JOB[s.value].value == "FAILED" for s in failed)
+    kinds = {
+        states.diagnosis(n).code for n in ("FAILED_SETUP", "FAILED_NO_RESOURCE", "FAILED_PRECHECKS")
+    }
+    assert len(kinds) == 3
+
+
+def test_spot_without_checkpoint_or_with_a_long_interval_warns_in_preflight(write):
+    from anylaunch.backends.skypilot.backend import SkyPilotBackend
+
+    backend = SkyPilotBackend()
+    bare = config.load(write("command: python t.py\nskypilot:\n  cloud: aws\n  use_spot: true\n"))
+    warned = {c.name: c for c in backend.preflight(bare) if c.status == "warn"}
+    assert "checkpoint.dir" in warned["spot_checkpoint"].fix
+    assert "spot_checkpoint_interval" in warned
+    slow = config.load(
+        write(
+            "command: python t.py\ncheckpoint:\n  dir: /ckpt\n  interval_minutes: 90\n"
+            "skypilot:\n  cloud: aws\n  use_spot: true\n  max_lost_minutes: 20\n",
+            "slow.yaml",
+        )
+    )
+    checks = {c.name: c for c in backend.preflight(slow)}
+    assert checks["spot_checkpoint"].status == "ok"
+    assert checks["spot_checkpoint_interval"].status == "warn"
+    assert "90 min" in checks["spot_checkpoint_interval"].message
+    seed = config.load(write(SEED_SPOT, "seed.yaml"), environ={"HF_TOKEN": "x"})
+    assert all(c.status == "ok" for c in backend.preflight(seed))
+
+
+def test_without_the_extra_other_backends_work_and_skypilot_says_how_to_install(
+    tmp_path, write, home
+):
+    """A Python where `import sky` fails, as on an install without anylaunch[skypilot]."""
+    import subprocess
+
+    hide = tmp_path / "nosky"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _NoSky:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'sky' or name.startswith('sky.'):\n"
+        "            raise ModuleNotFoundError(\"No module named 'sky'\", name='sky')\n"
+        "sys.meta_path.insert(0, _NoSky())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(hide), "ANYLAUNCH_HOME": str(home)}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "anylaunch", *args], env=env, capture_output=True, text=True
+        )
+
+    assert run("--help").returncode == 0
+    local = write("command: python t.py\nlocal:\n  master_port: 29999\n", "local.yaml")
+    assert run("run", str(local), "--dry-run").returncode == 0
+    sky_job = write("command: python t.py\nskypilot:\n  cloud: aws\n", "sky.yaml")
+    result = run("run", str(sky_job), "--dry-run")
+    assert result.returncode == 2
+    assert "pip install 'anylaunch[skypilot]'" in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_skypilot_is_imported_only_when_its_backend_runs():
+    import subprocess
+
+    code = (
+        "import sys, anylaunch, anylaunch.cli, anylaunch.api, anylaunch.config;"
+        "from anylaunch.backends.base import get_backend;"
+        "get_backend('skypilot');"
+        "print('sky' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
