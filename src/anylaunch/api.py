@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from anylaunch import pending
-from anylaunch.backends.base import get_backend
+from anylaunch.backends.base import Backend, get_backend
 from anylaunch.errors import BackendError
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, new_id
+from anylaunch.store import JobRecord, Store, alive, new_id
 
 if TYPE_CHECKING:
     from anylaunch.diagnose import Diagnosis
@@ -78,6 +78,9 @@ def submit(
         failures = preflight.failed(preflight.run(spec, name))
         if failures:
             raise preflight.PreflightFailed(failures)
+    if "ANYLAUNCH_ATTEMPT" not in spec.env:  # the resume contract: which try this is
+        attempt = store.count_attempts(run_id, split_id) + 1 if run_id else 1
+        spec = spec.model_copy(update={"env": {**spec.env, "ANYLAUNCH_ATTEMPT": str(attempt)}})
     impl = get_backend(name)
     job_id = new_id()
     job_dir = str(store.jobs_dir(job_id))
@@ -96,17 +99,60 @@ def submit(
             plan=the_plan.model_dump(mode="json"),
         )
     )
-    secrets = {k: spec.env[k] for k in the_plan.secret_env}
+    send(impl, record, the_plan, {k: spec.env[k] for k in the_plan.secret_env}, store)
+    return Job(record, store)
+
+
+def send(
+    impl: Backend, record: JobRecord, plan: Plan, secrets: Mapping[str, str], store: Store
+) -> None:
+    """Submit a recorded job and record its native id; a failed submit ends it FAILED."""
     try:
-        native_id, meta = impl.submit(the_plan, secrets)
+        native_id, meta = impl.submit(plan, secrets)
     except Exception as exc:
-        store.transition(job_id, State.FAILED, detail=f"submit failed: {exc}")
+        store.transition(record.id, State.FAILED, detail=f"submit failed: {exc}")
         if isinstance(exc, BackendError):
             raise
-        raise BackendError(f"submit to {name} failed: {exc}") from exc
-    store.set_native(job_id, native_id, meta)
+        raise BackendError(f"submit to {record.backend} failed: {exc}") from exc
+    store.set_native(record.id, native_id, meta)
     record.native_id, record.meta = native_id, meta
-    return Job(record, store)
+    honour_cancel(impl, record.id, store)
+
+
+def honour_cancel(impl: Backend, job_id: str, store: Store) -> None:
+    """A cancel asked while the submit was in flight had no native id to stop: stop it now."""
+    record = store.get(job_id)
+    if record.cancel_requested_at and not record.state.terminal:
+        impl.cancel(record)
+
+
+def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
+    """Jobs recorded without a native id whose submitter died: ask the backend for them.
+
+    The crash-consistency rule: a job is recorded (PENDING, with its submitter) before it
+    is submitted, so after a crash every job is in the store, and the only doubt is
+    whether the backend got it. The backend answers from its own records (`reconcile`:
+    Slurm by the script's `--comment`, Lepton by the job name, local by the supervisor
+    process). Found jobs get their native id; the rest are returned, claimed by this
+    process: never submitted, so submitting them cannot make a second job. A backend
+    that cannot tell keeps its jobs out of both lists (never guessed).
+    """
+    orphans = [r for r in records if r.native_id is None and not r.state.terminal]
+    orphans = [store.get(r.id) for r in orphans if store.claim(r.id)]
+    find = getattr(impl, "reconcile", None)
+    if not orphans or find is None:
+        return []
+    found = find(orphans)
+    unsent = []
+    for record in orphans:
+        if record.id in found:
+            native_id, meta = found[record.id]
+            store.set_native(record.id, native_id or "", meta)
+            record.native_id, record.meta = native_id or "", meta
+            honour_cancel(impl, record.id, store)
+        else:
+            unsent.append(record)
+    return unsent
 
 
 def checks(spec: JobSpec, backend: str | None = None, *, deep: bool = False) -> list[Check]:
@@ -137,7 +183,11 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
         if not record.state.terminal:
             live.setdefault(record.backend, []).append(record)
     for backend, jobs in live.items():
-        observed = get_backend(backend).poll(jobs)
+        impl = get_backend(backend)
+        orphans = [j for j in jobs if j.native_id is None and not alive(j.meta.get("submitter"))]
+        for unsent in reconcile(impl, orphans, store) if orphans else ():
+            _never_submitted(unsent, store)
+        observed = impl.poll(jobs)
         for job in jobs:
             seen = observed.get(job.id)
             if seen is None:
@@ -155,6 +205,24 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
                 store.note(job.id, detail)
                 job.detail = detail
     return list(records)
+
+
+NOT_SUBMITTED = "not submitted: the process submitting it ended first"
+
+
+def _never_submitted(record: JobRecord, store: Store) -> None:
+    """A job its dead submitter never handed to the backend: a lone job failed; a split
+    waits for its run to be resumed (the same command again, or `retry RUN --failed`)."""
+    if record.cancel_requested_at:
+        store.transition(record.id, State.CANCELLED, detail=f"cancelled; {NOT_SUBMITTED}")
+    elif record.run_id is None:
+        store.transition(record.id, State.FAILED, detail=f"{NOT_SUBMITTED} — run it again")
+    else:
+        store.note(
+            record.id,
+            f"{NOT_SUBMITTED} — run the same command again, or: anylaunch retry"
+            f" {record.run_id} --failed",
+        )
 
 
 class Job:
@@ -218,7 +286,13 @@ class Job:
         if record.state.terminal:
             return record.state
         self._store.request_cancel(self.id)
-        get_backend(self.backend).cancel(self._reload())
+        impl = get_backend(self.backend)
+        record = self._reload()
+        if record.native_id is None:
+            # Being submitted by a live process (which stops it once submitted, see
+            # `send`), or an orphan of a crash: settled by `refresh`.
+            return self.status()
+        impl.cancel(record)
         return self.status()
 
     def events(self) -> list[dict[str, Any]]:

@@ -15,10 +15,13 @@ into its job script.
 Which entry is the newest complete checkpoint:
 1. a `LATEST`/`latest` pointer in the directory — a symlink, a text file naming an
    entry, or a directory (the checkpoint itself); writers update it after a save ends;
-2. otherwise the entry with the highest step number (the last number in its name:
-   `step-12.ckpt`, `epoch_0_step_100`, `checkpoint-500`), skipping names ending in
-   .tmp/.partial/.incomplete/.lock, empty directories and directories holding an
-   `.incomplete` marker — a save that was cut off by the preemption.
+2. otherwise the complete entry with the highest step number (the last number in its
+   name: `step-12.ckpt`, `epoch_0_step_100`, `checkpoint-500`). A file is complete
+   unless its name ends in .tmp/.partial/.incomplete/.lock/.part (files are written by
+   rename). A directory is complete only when its writer marked it so: a `.complete`,
+   `COMPLETE`, `.done` or `DONE` file, or torch.distributed.checkpoint's `.metadata`
+   (written last), in it or in one of its subfolders; an `.incomplete` marker vetoes.
+   A save cut off by a preemption is therefore never chosen.
 """
 
 from __future__ import annotations
@@ -36,7 +39,15 @@ CHECKPOINT_ENV = "ANYLAUNCH_CHECKPOINT_DIR"
 # Stands for `restore_from.path` in a rendered recipe until the job knows the checkpoint.
 PLACEHOLDER = "@@ANYLAUNCH_RESUME_FROM@@"
 
-FIND_NEWEST = r"""anylaunch_newest_checkpoint() { # DIR -> prints the newest complete checkpoint
+FIND_NEWEST = r"""anylaunch_checkpoint_complete() { # DIR -> true if a writer marked it complete
+  local marker
+  for marker in .complete COMPLETE .done DONE .metadata; do
+    [ -e "$1/$marker" ] && return 0
+    ls "$1"/*/"$marker" >/dev/null 2>&1 && return 0
+  done
+  return 1
+}
+anylaunch_newest_checkpoint() { # DIR -> prints the newest complete checkpoint
   local dir=${1%/} pointer target entry name n best="" best_n=-1
   [ -d "$dir" ] || return 0
   for pointer in "$dir/LATEST" "$dir/latest"; do
@@ -53,10 +64,10 @@ FIND_NEWEST = r"""anylaunch_newest_checkpoint() { # DIR -> prints the newest com
   for entry in "$dir"/*; do
     [ -e "$entry" ] || continue
     name=${entry##*/}
-    case $name in *.tmp | *.partial | *.incomplete | *.lock) continue ;; esac
+    case $name in *.tmp | *.partial | *.incomplete | *.lock | *.part) continue ;; esac
     if [ -d "$entry" ]; then
       [ -e "$entry/.incomplete" ] && continue
-      [ -n "$(ls -A "$entry" 2>/dev/null)" ] || continue
+      anylaunch_checkpoint_complete "$entry" || continue
     fi
     n=$(printf '%s\n' "$name" | grep -oE '[0-9]+' | tail -n 1)
     [ -n "$n" ] || continue

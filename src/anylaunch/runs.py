@@ -86,11 +86,8 @@ def retry_failed(
         i: store.get(a[-1].id).spec.get("env", {}).get(run_splits.VALUE_ENV)
         for i, a in view.splits.items()
     }
-    base["env"] = {
-        k: v
-        for k, v in base.get("env", {}).items()
-        if k not in (run_splits.SPLIT_ENV, run_splits.VALUE_ENV)
-    }
+    per_attempt = (run_splits.SPLIT_ENV, run_splits.VALUE_ENV, "ANYLAUNCH_ATTEMPT")
+    base["env"] = {k: v for k, v in base.get("env", {}).items() if k not in per_attempt}
     size = max(view.splits) + 1
     base["splits"] = [values.get(i) or "" for i in range(size)] if any(values.values()) else size
     spec = JobSpec.model_validate(unmask(base, os.environ if environ is None else environ))

@@ -57,7 +57,15 @@ CREATE TABLE IF NOT EXISTS ports (
     job_id TEXT NOT NULL,
     at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    key TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_key ON runs (key, created_at);
 """
+
+_TERMINAL_SQL = "('SUCCEEDED','FAILED','CANCELLED','TIMEOUT','PREEMPTED')"
 
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # no i, l, o, u: easy to read aloud
 
@@ -69,6 +77,29 @@ def home() -> Path:
 
 def new_id() -> str:
     return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+
+
+def this_process() -> dict[str, float]:
+    """Who is submitting: pid and start time, so a dead submitter can be told from a reused pid."""
+    import psutil
+
+    return {"pid": os.getpid(), "started": psutil.Process().create_time()}
+
+
+def alive(process: dict[str, Any] | None) -> bool:
+    """Whether the process `this_process()` described (on this host) still runs."""
+    import psutil
+
+    if not process:
+        return False
+    try:
+        proc = psutil.Process(int(process["pid"]))
+        return (
+            abs(proc.create_time() - float(process["started"])) < 0.5
+            and proc.status() != psutil.STATUS_ZOMBIE
+        )
+    except (psutil.NoSuchProcess, KeyError, TypeError, ValueError):
+        return False
 
 
 @dataclass
@@ -127,7 +158,8 @@ class Store:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA busy_timeout = 60000")
         self._db.execute("PRAGMA synchronous = NORMAL")
-        if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'events'").fetchone() is None:
+        # The newest table: an older store gets what it lacks (every statement is IF NOT EXISTS).
+        if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is None:
             self._create()
 
     def _create(self) -> None:
@@ -171,10 +203,82 @@ class Store:
 
     def add_many(self, records: list[JobRecord]) -> list[JobRecord]:
         """Record many jobs in one transaction (the splits of a run: all or none)."""
+        with self._write() as db:
+            self._insert(db, records)
+        return records
+
+    def add_run(self, run_id: str, key: str | None, records: list[JobRecord]) -> str:
+        """Record a run and all its splits in one transaction, before anything is submitted.
+
+        With a `key` (the same command run again), an unfinished run of that key wins:
+        nothing is written and its id is returned, so two `anylaunch run` of the same
+        file never both submit it.
+        """
+        with self._write() as db:
+            if key is not None:
+                found = self._open_run(db, key)
+                if found is not None:
+                    return found
+            db.execute(
+                "INSERT INTO runs (id, key, created_at) VALUES (?, ?, ?)",
+                (run_id, key, time.time()),
+            )
+            self._insert(db, records)
+        return run_id
+
+    def open_run(self, key: str) -> str | None:
+        """The newest run of `key` that has a live split (one not terminal), if any."""
+        return self._open_run(self._db, key)
+
+    @staticmethod
+    def _open_run(db: sqlite3.Connection, key: str) -> str | None:
+        row = db.execute(
+            "SELECT r.id FROM runs r WHERE r.key = ? AND EXISTS (SELECT 1 FROM jobs j"
+            f" WHERE j.run_id = r.id AND j.state NOT IN {_TERMINAL_SQL})"
+            " ORDER BY r.created_at DESC LIMIT 1",
+            (key,),
+        ).fetchone()
+        return row[0] if row else None
+
+    def claim(self, job_id: str) -> bool:
+        """Become the submitter of a recorded job whose native id was never recorded.
+
+        True if this process already is, or the recorded submitter is dead (a crash
+        mid-submit); False if the job has its native id or a live process submits it.
+        """
+        me = this_process()
+        with self._write() as db:
+            row = db.execute("SELECT native_id, meta FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row["native_id"] is not None:
+                return False
+            meta = json.loads(row["meta"])
+            owner = meta.get("submitter")
+            if owner and owner.get("pid") == me["pid"] and owner.get("started") == me["started"]:
+                return True
+            if alive(owner):
+                return False
+            meta["submitter"] = me
+            db.execute("UPDATE jobs SET meta = ? WHERE id = ?", (json.dumps(meta), job_id))
+            return True
+
+    def set_plan(self, job_id: str, plan: dict[str, Any]) -> None:
+        """A recorded job re-planned before its (first) submission."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE jobs SET plan = ?, updated_at = ? WHERE id = ? AND native_id IS NULL",
+                (json.dumps(plan), time.time(), job_id),
+            )
+
+    def _insert(self, db: sqlite3.Connection, records: list[JobRecord]) -> None:
         now = time.time()
+        me = this_process()
         rows, events = [], []
         for record in records:
             record.created_at = record.updated_at = now
+            if record.native_id is None:
+                # Who submits it: a row left without a native id by a dead submitter is
+                # reconciled with the backend rather than left PENDING forever.
+                record.meta = {**record.meta, "submitter": record.meta.get("submitter", me)}
             rows.append(
                 (
                     record.id,
@@ -195,17 +299,13 @@ class Store:
                 )
             )
             events.append((record.id, now, record.state.value, "recorded"))
-        with self._write() as db:
-            db.executemany(
-                "INSERT INTO jobs (id, name, backend, native_id, state, exit_code, detail, run_id,"
-                " split_id, job_dir, spec, plan, meta, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            db.executemany(
-                "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)", events
-            )
-        return records
+        db.executemany(
+            "INSERT INTO jobs (id, name, backend, native_id, state, exit_code, detail, run_id,"
+            " split_id, job_dir, spec, plan, meta, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        db.executemany("INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)", events)
 
     def set_native(self, job_id: str, native_id: str, meta: dict[str, Any] | None = None) -> None:
         with self._write() as db:
@@ -353,6 +453,13 @@ class Store:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [_record(row, full=False) for row in self._db.execute(sql, args)]
+
+    def count_attempts(self, run_id: str, split_id: int | None) -> int:
+        """Jobs already recorded for this split of this run (its earlier attempts)."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM jobs WHERE run_id = ? AND split_id IS ?", (run_id, split_id)
+        ).fetchone()
+        return row[0]
 
     def resolve_run(self, run_id: str) -> str:
         """A run id from an id or a unique prefix."""

@@ -119,7 +119,7 @@ def _envs(
     if spec.launcher == "none":
         plain["WORLD_SIZE"] = str(nodes)  # TAO convention: number of nodes
     plain["ANYLAUNCH_JOB_ID"] = job_id
-    plain["ANYLAUNCH_ATTEMPT"] = "1"
+    plain.setdefault("ANYLAUNCH_ATTEMPT", "1")  # a retried split says which attempt it is
     if spec.checkpoint and spec.checkpoint.dir:
         plain["ANYLAUNCH_CHECKPOINT_DIR"] = spec.checkpoint.dir
     if spec.inputs:

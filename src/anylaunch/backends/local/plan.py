@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from anylaunch import resume
 from anylaunch.backends.base import PlanContext
 from anylaunch.errors import ConfigError
 from anylaunch.plan import Plan
@@ -48,10 +49,18 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     job_dir = Path(ctx.job_dir)
     files: dict[str, str] = {}
     command = list(spec.command)
-    if any(CONFIG_PLACEHOLDER in arg for arg in command):
-        files[RECIPE_FILE] = yaml.safe_dump(spec.recipe, sort_keys=False)
-        recipe_path = str(job_dir / RECIPE_FILE)
-        command = [arg.replace(CONFIG_PLACEHOLDER, recipe_path) for arg in command]
+    checkpoints = resume.checkpoint_dir(spec)
+    # With a checkpoint folder, each node's shell finds the newest complete checkpoint
+    # (ANYLAUNCH_RESUME_FROM) and writes it into its own copy of the recipe.
+    setup = [resume.shell(checkpoints)] if checkpoints else []
+    uses_recipe = any(CONFIG_PLACEHOLDER in arg for arg in command)
+    fill = bool(checkpoints and uses_recipe and resume.restore_path(spec.recipe))
+    if uses_recipe:
+        recipe = resume.recipe_for_resume(spec.recipe) if fill else spec.recipe
+        files[RECIPE_FILE] = yaml.safe_dump(recipe, sort_keys=False)
+        if fill:
+            setup.append(f'cp {shlex.quote(str(job_dir / RECIPE_FILE))} "$ANYLAUNCH_RECIPE"')
+            setup.append(resume.fill_recipe('"$ANYLAUNCH_RECIPE"', spec.recipe))
 
     python = values["python"]
     nodes = []
@@ -62,16 +71,22 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
             "ANYLAUNCH_JOB_ID": ctx.job_id,
             "ANYLAUNCH_JOB_DIR": str(job_dir),
         }
+        # Each node reads its own copy when it fills in the checkpoint: no two shells
+        # rewrite one file.
+        recipe_path = str(job_dir / (f"recipe-node-{rank}.yaml" if fill else RECIPE_FILE))
+        if fill:
+            env["ANYLAUNCH_RECIPE"] = recipe_path
+        node_command = [arg.replace(CONFIG_PLACEHOLDER, recipe_path) for arg in command]
         if spec.launcher == "torchrun":
             argv = [python, "-m", "torch.distributed.run"]
             argv += rdzv.torchrun_args(rank, section.max_restarts if section else 0)
-            argv += torchrun_target(command)
+            argv += torchrun_target(node_command)
         else:
-            argv = command
+            argv = node_command
         nodes.append(
             {
                 "node_rank": rank,
-                "argv": _with_hooks(argv, spec.hooks.pre, spec.hooks.post),
+                "argv": _wrap(argv, setup, spec.hooks.pre, spec.hooks.post),
                 "env": env,
                 "log": str(job_dir / "logs" / f"node-{rank}.log"),
             }
@@ -105,11 +120,11 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     )
 
 
-def _with_hooks(argv: list[str], pre: list[str], post: list[str]) -> list[str]:
-    """Hooks run in the node's shell around the command; its exit status is kept."""
-    if not pre and not post:
+def _wrap(argv: list[str], setup: list[str], pre: list[str], post: list[str]) -> list[str]:
+    """The node's shell around the command: resume setup, hooks; its exit status is kept."""
+    if not setup and not pre and not post:
         return argv
-    lines = ["set -e", *pre, "set +e"]
+    lines = [*setup, "set -e", *pre, "set +e"]
     lines.append('"$@"' if post else 'exec "$@"')
     if post:
         lines += ["rc=$?", *post, "exit $rc"]
