@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,6 +26,7 @@ from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
 REQUEST = "request/"
+CANCEL_WAIT_S = 300  # how long cancel waits for a launch request to submit its job
 MANAGED = "managed/"
 # `(head, rank=0, pid=6217) text`, `(worker1, rank=1, pid=6209) text`, `(task, pid=9) text`
 _PREFIX = re.compile(r"^\([^()]*?(?:rank=(\d+), )?pid=\d+\) ?")
@@ -204,18 +206,40 @@ class SkyPilotBackend:
         return out
 
     def cancel(self, job: JobRecord) -> None:
-        native = job.native_id or ""
         cluster = job.meta.get("cluster_name")
         try:
+            native = self._settle_request(job) if (job.native_id or "").startswith(REQUEST) else ""
+            native = native or job.native_id or ""
             if native.startswith(REQUEST):
-                sdk.cancel_request(native.removeprefix(REQUEST))
-            elif native.startswith(MANAGED):
+                return  # the launch request was cancelled before it submitted the job
+            if native.startswith(MANAGED):
                 sdk.cancel_managed(int(native.removeprefix(MANAGED)))
             elif native:
                 sdk.cancel_cluster_job(*_cluster_job(job))
         finally:
             if cluster and job.meta.get("owns_cluster"):
                 _quietly(sdk.down, cluster)  # a cluster we named exists only for this job
+
+    def _settle_request(self, job: JobRecord) -> str:
+        """The job behind a launch request that is still running, so that it is the job
+        that gets cancelled: the request runs on for a while after the job started, and
+        cancelling the request then leaves the job running. A cluster anylaunch owns is
+        torn down anyway, so its request is cancelled at once; otherwise we wait for the
+        request to hand over its job (at most CANCEL_WAIT_S, then cancel the request)."""
+        request = (job.native_id or "").removeprefix(REQUEST)
+        owned = bool(job.meta.get("owns_cluster"))
+        deadline = time.monotonic() + (0 if owned else CANCEL_WAIT_S)
+        while True:
+            status = sdk.request_statuses([request]).get(request)
+            if status == "SUCCEEDED":
+                self._record_native(job, sdk.request_result(request))
+                return job.native_id or ""
+            if status in (None, "FAILED", "CANCELLED"):
+                return job.native_id or ""
+            if time.monotonic() >= deadline:
+                sdk.cancel_request(request)
+                return job.native_id or ""
+            time.sleep(1)
 
     def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
         nodes = int(job.plan.get("payload", {}).get("task", {}).get("num_nodes") or 1)
