@@ -6,6 +6,7 @@ an explicit shape, no node group and explicit mounts renders without any API cal
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from anylaunch.backends.lepton.config import LeptonSection
@@ -15,6 +16,10 @@ from anylaunch.lepton.client import LeptonClient
 from anylaunch.spec import JobSpec
 
 VOLUME_PREFERENCE = ("lustre", "filestore")
+SHAPES_TTL_S = 60.0
+# (workspace URL, node group) -> (monotonic time, shapes): the splits of a run each
+# prepare, and without this 100 splits asked for the same shape list 100 times.
+_shapes: dict[tuple[str, str | None], tuple[float, list[wire.Shape]]] = {}
 
 
 def node_group_id(client: LeptonClient, spec: JobSpec, wanted: str) -> str:
@@ -33,7 +38,7 @@ def node_group_id(client: LeptonClient, spec: JobSpec, wanted: str) -> str:
 
 def shape(client: LeptonClient, spec: JobSpec, gpus: int | None, group: str | None) -> str:
     """The shape with `gpus` accelerators (a CPU shape without GPUs); ambiguity is an error."""
-    shapes = client.shapes(group)
+    shapes = _shapes_of(client, group)
     if gpus:
         found = [s for s in shapes if (s.spec.accelerator_num or 0) == gpus]
     else:
@@ -52,6 +57,18 @@ def shape(client: LeptonClient, spec: JobSpec, gpus: int | None, group: str | No
         key="lepton.resource_shape",
         fix=f"set lepton.resource_shape to one of: {listed}",
     )
+
+
+def _shapes_of(client: LeptonClient, group: str | None) -> list[wire.Shape]:
+    """The workspace's shapes, asked at most once a minute per node group."""
+    key = (client.credentials.url, group)
+    now = time.monotonic()
+    hit = _shapes.get(key)
+    if hit is not None and now - hit[0] < SHAPES_TTL_S:
+        return hit[1]
+    shapes = client.shapes(group)
+    _shapes[key] = (now, shapes)
+    return shapes
 
 
 def preferred_volume(volumes: list[wire.Volume]) -> wire.Volume | None:
