@@ -336,6 +336,10 @@ def logs(job_id: str, follow: bool, tail: int | None, node: int | None, as_json:
             click.echo(line)
     else:
         click.echo(job.logs(node=node, tail=tail), nl=False)
+    from anylaunch.reports import profile_reports
+
+    for report in profile_reports(job.record):  # where the profiles are, after the text
+        click.echo(f"anylaunch: nsys report: {report}", err=True)
 
 
 @cli.command()

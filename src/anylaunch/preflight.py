@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import sys
 from collections.abc import Mapping
@@ -80,7 +81,7 @@ def run(
 
     env = os.environ if environ is None else environ
     checks: list[Check] = []
-    for step in (_command, _credentials, _hf_token, _storage):
+    for step in (_command, _credentials, _hf_token, _storage, _profiling):
         checks += step(spec, backend, env)
     if backend == "local":
         checks += _local(spec)
@@ -148,6 +149,57 @@ def _storage(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]
     except ConfigError as exc:
         return [Check("s3_paths", "fail", exc.what, exc.fix)]
     return [Check("s3_paths", "ok", f"{len(spec.s3_uris())} S3 location(s) readable")]
+
+
+def _profiling(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+    """R-A6: nsys is for short runs; its overhead and reports are large."""
+    from anylaunch.spec import Profile
+
+    profile = spec.profile or Profile()
+    if not profile.enabled(spec):
+        return []
+    out = []
+    if backend == "local" and shutil.which("nsys") is None:
+        out.append(
+            Check(
+                "nsys",
+                "fail",
+                "nsys is not on PATH",
+                "install Nsight Systems, or turn profiling off",
+            )
+        )
+    limit_s = _time_limit_s(spec)
+    if profile.force:
+        out.append(Check("profile_length", "ok", "profiling forced (profile.force)"))
+    elif limit_s is None:
+        out.append(
+            Check(
+                "profile_length",
+                "warn",
+                "profiling with no time limit: nsys slows the job and writes large reports",
+                f"keep the run under {profile.max_minutes:g} min (e.g. fewer steps), or set profile.force: true",
+            )
+        )
+    elif limit_s > profile.max_minutes * 60:
+        out.append(
+            Check(
+                "profile_length",
+                "fail",
+                f"profiling a {limit_s / 60:g}-minute run: over profile.max_minutes ({profile.max_minutes:g})",
+                "profile a short run (lower the time limit or the steps), or set profile.force: true",
+            )
+        )
+    else:
+        out.append(Check("profile_length", "ok", f"profiled run of at most {limit_s / 60:g} min"))
+    return out
+
+
+def _time_limit_s(spec: JobSpec) -> int | None:
+    if spec.slurm and spec.slurm.time:
+        from anylaunch.backends.slurm.config import duration_seconds
+
+        return duration_seconds(spec.slurm.time)
+    return None
 
 
 def _aws_chain_has_credentials() -> bool:

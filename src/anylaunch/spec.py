@@ -108,6 +108,12 @@ class Profile(Strict):
     nsys: bool = False
     output_dir: str | None = None
     nsys_args: list[str] = Field(default_factory=list)
+    # Profiling is for short diagnostic runs: longer time limits are refused unless forced.
+    max_minutes: float = Field(default=30, gt=0)
+    force: bool = False
+
+    def enabled(self, spec: JobSpec) -> bool:
+        return self.nsys or bool(spec.slurm and spec.slurm.nsys_enabled)
 
 
 class JobSpec(Strict):

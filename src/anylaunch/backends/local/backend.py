@@ -86,6 +86,8 @@ class LocalBackend:
     def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
         job_dir = Path(plan.job_dir)
         (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        if plan.payload.get("nsys_dir"):
+            Path(plan.payload["nsys_dir"]).mkdir(parents=True, exist_ok=True)
         (job_dir / PLAN_FILE).write_text(plan.model_dump_json(indent=2))
         for rel, text in plan.files.items():
             (job_dir / rel).write_text(text)

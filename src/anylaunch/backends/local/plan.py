@@ -62,6 +62,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
             setup.append(f'cp {shlex.quote(str(job_dir / RECIPE_FILE))} "$ANYLAUNCH_RECIPE"')
             setup.append(resume.fill_recipe('"$ANYLAUNCH_RECIPE"', spec.recipe))
 
+    profile = spec.profile if spec.profile and spec.profile.enabled(spec) else None
+    nsys_dir = f"{(profile.output_dir if profile and profile.output_dir else str(job_dir))}/nsys"
     python = values["python"]
     nodes = []
     for rank in range(rdzv.nnodes):
@@ -83,6 +85,17 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
             argv += torchrun_target(node_command)
         else:
             argv = node_command
+        if profile is not None:  # R-A6: the whole node's process tree under nsys
+            report = f"{nsys_dir}/{ctx.job_id}-node{rank}"
+            argv = [
+                "nsys",
+                "profile",
+                "-o",
+                report,
+                "--force-overwrite=true",
+                *profile.nsys_args,
+                *argv,
+            ]
         nodes.append(
             {
                 "node_rank": rank,
@@ -96,6 +109,9 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         "kill_grace_s": section.kill_grace_s if section else 10.0,
         "nodes": nodes,
     }
+    if profile is not None:
+        payload["nsys_dir"] = nsys_dir
+        payload["nsys_reports"] = f"{nsys_dir}/*.nsys-rep"
     # One machine: inputs are staged once for all simulated nodes, by the supervisor.
     staging = manifest.build(
         spec,

@@ -8,6 +8,9 @@ port free. Each check is ok / warn / fail with a fix, in the contract's shape.
 
 from __future__ import annotations
 
+import os
+import shutil
+
 from anylaunch.backends.slurm import commands
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.errors import BackendError
@@ -75,6 +78,25 @@ def spec_checks(spec: JobSpec) -> list[Check]:
 def cluster_checks(spec: JobSpec) -> list[Check]:
     """Probe the cluster; one srun on the job's nodes checks mounts and the master port."""
     s = spec.slurm or SlurmSection()
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not os.path.exists(conf):  # scontrol takes a minute to say so
+        return [
+            Check(
+                "controller",
+                "fail",
+                f"SLURM_CONF={conf} does not exist",
+                "point SLURM_CONF at the cluster's slurm.conf (devstack: source .devstack/env)",
+            )
+        ]
+    if shutil.which("scontrol") is None:
+        return [
+            Check(
+                "controller",
+                "fail",
+                "the Slurm client tools are not installed",
+                "run anylaunch on a login node",
+            )
+        ]
     try:
         commands.run(["scontrol", "ping"])
     except BackendError as exc:
