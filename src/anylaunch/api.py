@@ -16,7 +16,7 @@ from anylaunch import pending
 from anylaunch.backends.base import Backend, get_backend
 from anylaunch.errors import BackendError
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, alive, new_id
+from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
 
 if TYPE_CHECKING:
     from anylaunch.diagnose import Diagnosis
@@ -111,6 +111,7 @@ def send(
         native_id, meta = impl.submit(plan, secrets)
     except Exception as exc:
         store.transition(record.id, State.FAILED, detail=f"submit failed: {exc}")
+        store.settle(record.id)
         if isinstance(exc, BackendError):
             raise
         raise BackendError(f"submit to {record.backend} failed: {exc}") from exc
@@ -137,7 +138,11 @@ def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list
     process: never submitted, so submitting them cannot make a second job. A backend
     that cannot tell keeps its jobs out of both lists (never guessed).
     """
-    orphans = [r for r in records if r.native_id is None and not r.state.terminal]
+    orphans = [
+        r
+        for r in records
+        if r.native_id is None and (not r.state.terminal or "submitter" in r.meta)
+    ]
     orphans = [store.get(r.id) for r in orphans if store.claim(r.id)]
     find = getattr(impl, "reconcile", None)
     if not orphans or find is None:
@@ -184,7 +189,9 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
             live.setdefault(record.backend, []).append(record)
     for backend, jobs in live.items():
         impl = get_backend(backend)
-        orphans = [j for j in jobs if j.native_id is None and not alive(j.meta.get("submitter"))]
+        orphans = [
+            j for j in jobs if j.native_id is None and not busy_elsewhere(j.meta.get("submitter"))
+        ]
         for unsent in reconcile(impl, orphans, store) if orphans else ():
             _never_submitted(unsent, store)
         observed = impl.poll(jobs)
@@ -215,8 +222,10 @@ def _never_submitted(record: JobRecord, store: Store) -> None:
     waits for its run to be resumed (the same command again, or `retry RUN --failed`)."""
     if record.cancel_requested_at:
         store.transition(record.id, State.CANCELLED, detail=f"cancelled; {NOT_SUBMITTED}")
+        store.settle(record.id)
     elif record.run_id is None:
         store.transition(record.id, State.FAILED, detail=f"{NOT_SUBMITTED} — run it again")
+        store.settle(record.id)
     else:
         store.note(
             record.id,

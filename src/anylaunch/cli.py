@@ -95,7 +95,8 @@ def run(
     if spec.splits is not None:
         from anylaunch import splits
 
-        run = splits.launch(spec, backend=name, check=False)
+        # The same command again resumes its unfinished run (e.g. after a crash mid-submit).
+        run = splits.launch(spec, backend=name, check=False, key=splits.run_key(spec, name))
         _finish_run(run.id, detach=detach, as_json=as_json)
         return
     job = api.submit(spec, name, check=False)
@@ -168,7 +169,15 @@ def retry(run_id: str, only_failed: bool, detach: bool, as_json: bool) -> None:
     if not only_failed:
         raise UsageError("say which splits: anylaunch retry RUN --failed")
     view = runs.load(run_id)
+    resumed = runs.resume_unsent(view)
+    if resumed:
+        if not as_json:
+            click.echo(f"run {view.id}: submitted splits {resumed}, left unsubmitted", err=True)
+        view = runs.load(view.id)
     failed = view.failed()
+    if not failed and resumed:
+        _finish_run(view.id, detach=detach, as_json=as_json)
+        return
     if not failed:
         if not as_json:
             click.echo(f"run {view.id}: no failed split to retry ({view.state.value})", err=True)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anylaunch import api
 from anylaunch.errors import JobNotFound, UsageError
 from anylaunch.redact import MASK
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
+
+if TYPE_CHECKING:
+    from anylaunch.spec import JobSpec
 
 RETRIED_STATES = (State.FAILED, State.TIMEOUT, State.PREEMPTED)
 
@@ -75,13 +78,41 @@ def retry_failed(
 ) -> list[int]:
     """Resubmit the failed splits with their split ids; return those ids."""
     from anylaunch import splits as run_splits
-    from anylaunch.spec import JobSpec
 
     store = store or Store()
     failed = view.failed()
     if not failed:
         return []
-    base = store.get(view.splits[failed[0]][-1].id).spec
+    spec = spec_of(view, failed[0], store, environ)
+    run_splits.launch(spec, failed, view.backend, store=store, run_id=view.id)
+    return failed
+
+
+def resume_unsent(
+    view: RunView, store: Store | None = None, environ: Mapping[str, str] | None = None
+) -> list[int]:
+    """Submit the splits a crashed `run` recorded but never handed to the backend (after
+    asking the backend which it has: see `api.reconcile`); return their split ids."""
+    from anylaunch import splits as run_splits
+
+    store = store or Store()
+    todo = run_splits.unsent(view.id, store)
+    if not todo:
+        return []
+    spec = spec_of(view, todo[0].split_id or 0, store, environ)
+    run_splits.resume(view.id, spec, store=store)
+    return sorted(r.split_id or 0 for r in todo)
+
+
+def spec_of(
+    view: RunView, split_id: int, store: Store, environ: Mapping[str, str] | None = None
+) -> JobSpec:
+    """The run's spec rebuilt from the store (with every split's value), secrets put back
+    from the environment."""
+    from anylaunch import splits as run_splits
+    from anylaunch.spec import JobSpec
+
+    base = store.get(view.splits[split_id][-1].id).spec
     values = {
         i: store.get(a[-1].id).spec.get("env", {}).get(run_splits.VALUE_ENV)
         for i, a in view.splits.items()
@@ -90,9 +121,7 @@ def retry_failed(
     base["env"] = {k: v for k, v in base.get("env", {}).items() if k not in per_attempt}
     size = max(view.splits) + 1
     base["splits"] = [values.get(i) or "" for i in range(size)] if any(values.values()) else size
-    spec = JobSpec.model_validate(unmask(base, os.environ if environ is None else environ))
-    run_splits.launch(spec, failed, view.backend, store=store, run_id=view.id)
-    return failed
+    return JobSpec.model_validate(unmask(base, os.environ if environ is None else environ))
 
 
 def unmask(data: Any, environ: Mapping[str, str], key: str = "") -> Any:

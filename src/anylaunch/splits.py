@@ -10,16 +10,20 @@ splits=[failed ids])`.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from anylaunch import api, config
-from anylaunch.backends.base import PlanContext, get_backend
+from anylaunch.backends.base import Backend, PlanContext, get_backend
 from anylaunch.errors import BackendError, UsageError
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, new_id
+from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
 
 if TYPE_CHECKING:
     from anylaunch.plan import Plan
@@ -64,9 +68,15 @@ def launch(
     run_id: str | None = None,
     check: bool = True,
     max_parallel: int = 8,
+    key: str | None = None,
 ) -> Run:
     """Submit the splits (0..N-1, the listed split ids, or the spec's `splits:`) and
-    return at once. Backends without arrays get up to `max_parallel` submits at a time."""
+    return at once. Backends without arrays get up to `max_parallel` submits at a time.
+
+    Every split is recorded, in one transaction, before the first submit. With a `key`
+    (`run_key`: the CLI's same command again) an unfinished run of that key is resumed
+    instead of a new one started; `run_id` adds the splits to an existing run (retry).
+    """
     if splits is None:
         splits = len(spec.split_values())
     split_ids = list(range(splits)) if isinstance(splits, int) else list(splits)
@@ -81,31 +91,146 @@ def launch(
         failures = preflight.failed(preflight.run(spec, name))
         if failures:
             raise preflight.PreflightFailed(failures)
+    if key is not None and run_id is None:
+        existing = store.open_run(key)
+        if existing is not None:
+            return resume(existing, spec, store=store, max_parallel=max_parallel)
     impl = get_backend(name)
+    new_run = run_id is None
     run_id = run_id or new_id()
-    if impl.capabilities.supports_arrays:
-        return Run(run_id, _as_array(spec, split_ids, name, impl, store, run_id), store)  # type: ignore[arg-type]
-    root = store.root
+    planned = _plan(spec, impl, name, store, run_id, [(i, new_id()) for i in split_ids])
+    records = [record for record, _ in planned]
+    if new_run:
+        winner = store.add_run(run_id, key, records)
+        if winner != run_id:  # the same command, started a moment earlier, owns the run
+            return resume(winner, spec, store=store, max_parallel=max_parallel)
+    else:
+        store.add_many(records)
+    _submit(impl, spec, planned, store, max_parallel)
+    return Run(run_id, [api.Job(store.get(r.id), store) for r in records], store)
 
-    def one(split_id: int) -> str:
-        # A connection per thread: sqlite3 objects stay in the thread that made them.
-        own = Store(root)
-        try:
-            job = api.submit(
-                with_split(spec, split_id),
-                name,
-                store=own,
+
+def run_key(spec: JobSpec, backend: str) -> str:
+    """What makes two `anylaunch run` commands the same run: the job (secrets masked, so
+    a rotated token still matches), the backend and the directory it was run from."""
+    text = json.dumps(
+        {"backend": backend, "spec": spec.redacted(), "cwd": os.getcwd()},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def unsent(run_id: str, store: Store) -> list[JobRecord]:
+    """Splits of a run recorded but not (known to be) submitted, whose submitter is gone."""
+    latest: dict[int, JobRecord] = {}
+    for record in sorted(store.list(limit=None, run_id=run_id), key=lambda r: r.created_at):
+        latest[record.split_id or 0] = record
+    return [
+        r
+        for r in latest.values()
+        if r.native_id is None
+        and not r.state.terminal
+        and not busy_elsewhere(r.meta.get("submitter"))
+    ]
+
+
+def resume(run_id: str, spec: JobSpec, *, store: Store, max_parallel: int = 8) -> Run:
+    """Finish the submission of a run that a crash interrupted: splits the backend has
+    get their native id (`api.reconcile`), the others are submitted under the job ids
+    they were recorded with — so no split is lost and none runs twice."""
+    latest: dict[int, JobRecord] = {}
+    for record in sorted(store.list(limit=None, run_id=run_id), key=lambda r: r.created_at):
+        latest[record.split_id or 0] = record
+    if not latest:
+        raise UsageError(f"run {run_id} has no splits")
+    backend = next(iter(latest.values())).backend
+    impl = get_backend(backend)
+    todo = api.reconcile(impl, list(latest.values()), store)
+    if todo:
+        planned = _plan(
+            api.with_storage_env(spec),
+            impl,
+            backend,
+            store,
+            run_id,
+            [(r.split_id or 0, r.id) for r in todo],
+            resumed=True,
+        )
+        for record, plan in planned:
+            store.set_plan(record.id, plan.model_dump(mode="json"))
+        _submit(impl, spec, planned, store, max_parallel)
+    return Run(run_id, [api.Job(store.get(r.id), store) for r in latest.values()], store)
+
+
+def _plan(
+    spec: JobSpec,
+    impl: Backend,
+    name: str,
+    store: Store,
+    run_id: str,
+    splits: Sequence[tuple[int, str]],
+    *,
+    resumed: bool = False,
+) -> list[tuple[JobRecord, Plan]]:
+    """Render each (split id, job id): one array plan shared by all, or one plan each."""
+    done = Counter(r.split_id for r in store.list(limit=None, run_id=run_id))
+    contexts: list[tuple[int, PlanContext, JobSpec]] = []
+    for split_id, job_id in splits:
+        one = with_split(spec, split_id)
+        if "ANYLAUNCH_ATTEMPT" not in one.env:  # the resume contract: which try this is
+            attempt = done[split_id] + (0 if resumed else 1)
+            one = one.model_copy(update={"env": {**one.env, "ANYLAUNCH_ATTEMPT": str(attempt)}})
+        ctx = impl.prepare(one, job_id, str(store.jobs_dir(job_id)), store)
+        contexts.append((split_id, ctx, one))
+    if impl.capabilities.supports_arrays:
+        array = impl.plan_array(spec, [(i, ctx) for i, ctx, _ in contexts])  # type: ignore[attr-defined]
+        plans = [array] * len(contexts)
+    else:
+        plans = [impl.plan(one, ctx) for _, ctx, one in contexts]
+    return [
+        (
+            JobRecord(
+                id=ctx.job_id,
+                name=plan.name,
+                backend=name,
+                state=State.PENDING,
+                job_dir=ctx.job_dir,
                 run_id=run_id,
                 split_id=split_id,
-                check=False,
-            )
-            return job.id
+                spec=one.redacted(),
+                plan=plan.model_dump(mode="json"),
+            ),
+            plan,
+        )
+        for (split_id, ctx, one), plan in zip(contexts, plans, strict=True)
+    ]
+
+
+def _submit(
+    impl: Backend,
+    spec: JobSpec,
+    planned: list[tuple[JobRecord, Plan]],
+    store: Store,
+    max_parallel: int,
+) -> None:
+    """Submit recorded splits: one array submission, or bounded-concurrency submits."""
+    if impl.capabilities.supports_arrays:
+        plan = planned[0][1]
+        _as_array(impl, plan, [r for r, _ in planned], spec, store)  # type: ignore[arg-type]
+        return
+    root = store.root
+
+    def one(item: tuple[JobRecord, Plan]) -> None:
+        record, plan = item
+        own = Store(root)  # a connection per thread: sqlite3 objects stay in their thread
+        try:
+            api.send(impl, record, plan, {k: spec.env[k] for k in plan.secret_env}, own)
         finally:
             own.close()
 
-    with ThreadPoolExecutor(max(1, min(max_parallel, len(split_ids)))) as pool:
-        ids = list(pool.map(one, split_ids))
-    return Run(run_id, [api.Job(store.get(job_id), store) for job_id in ids], store)
+    with ThreadPoolExecutor(max(1, min(max_parallel, len(planned)))) as pool:
+        list(pool.map(one, planned))
 
 
 def with_split(spec: JobSpec, split_id: int) -> JobSpec:
@@ -118,47 +243,19 @@ def with_split(spec: JobSpec, split_id: int) -> JobSpec:
 
 
 def _as_array(
-    spec: JobSpec,
-    split_ids: list[int],
-    name: str,
-    impl: ArrayBackend,
-    store: Store,
-    run_id: str,
-) -> list[api.Job]:
-    contexts = []
-    for split_id in split_ids:
-        job_id = new_id()
-        ctx = impl.prepare(spec, job_id, str(store.jobs_dir(job_id)), store)  # type: ignore[attr-defined]
-        contexts.append((split_id, ctx))
-    plan = impl.plan_array(spec, contexts)
-    records = store.add_many(
-        [
-            JobRecord(
-                id=ctx.job_id,
-                name=plan.name,
-                backend=name,
-                state=State.PENDING,
-                job_dir=ctx.job_dir,
-                run_id=run_id,
-                split_id=split_id,
-                spec=with_split(spec, split_id).redacted(),
-                plan=plan.model_dump(mode="json"),
-            )
-            for split_id, ctx in contexts
-        ]
-    )
+    impl: ArrayBackend, plan: Plan, records: list[JobRecord], spec: JobSpec, store: Store
+) -> None:
     secrets = {k: spec.env[k] for k in plan.secret_env}
     try:
         natives = impl.submit_array(plan, secrets)
     except Exception as exc:
         for record in records:
             store.transition(record.id, State.FAILED, detail=f"submit failed: {exc}")
+            store.settle(record.id)
         if isinstance(exc, BackendError):
             raise
-        raise BackendError(f"submit to {name} failed: {exc}") from exc
-    jobs = []
+        raise BackendError(f"submit to {records[0].backend} failed: {exc}") from exc
     for record, (native_id, meta) in zip(records, natives, strict=True):
         store.set_native(record.id, native_id, meta)
         record.native_id, record.meta = native_id, meta
-        jobs.append(api.Job(record, store))
-    return jobs
+        api.honour_cancel(impl, record.id, store)  # type: ignore[arg-type]

@@ -102,6 +102,11 @@ def alive(process: dict[str, Any] | None) -> bool:
         return False
 
 
+def busy_elsewhere(process: dict[str, Any] | None) -> bool:
+    """Whether another live process (not this one) is submitting the job."""
+    return alive(process) and process is not None and process.get("pid") != os.getpid()
+
+
 @dataclass
 class JobRecord:
     """One row of the store, as the rest of the code sees it."""
@@ -227,14 +232,16 @@ class Store:
         return run_id
 
     def open_run(self, key: str) -> str | None:
-        """The newest run of `key` that has a live split (one not terminal), if any."""
+        """The newest run of `key` with a split that is live, or whose submission was
+        never settled (a crash between recording and submitting), if any."""
         return self._open_run(self._db, key)
 
     @staticmethod
     def _open_run(db: sqlite3.Connection, key: str) -> str | None:
         row = db.execute(
             "SELECT r.id FROM runs r WHERE r.key = ? AND EXISTS (SELECT 1 FROM jobs j"
-            f" WHERE j.run_id = r.id AND j.state NOT IN {_TERMINAL_SQL})"
+            f" WHERE j.run_id = r.id AND (j.state NOT IN {_TERMINAL_SQL}"
+            " OR json_extract(j.meta, '$.submitter') IS NOT NULL))"
             " ORDER BY r.created_at DESC LIMIT 1",
             (key,),
         ).fetchone()
@@ -260,6 +267,13 @@ class Store:
             meta["submitter"] = me
             db.execute("UPDATE jobs SET meta = ? WHERE id = ?", (json.dumps(meta), job_id))
             return True
+
+    def settle(self, job_id: str) -> None:
+        """A submission that ended without a native id (the backend refused it)."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE jobs SET meta = json_remove(meta, '$.submitter') WHERE id = ?", (job_id,)
+            )
 
     def set_plan(self, job_id: str, plan: dict[str, Any]) -> None:
         """A recorded job re-planned before its (first) submission."""

@@ -190,6 +190,33 @@ class LeptonBackend:
         job.native_id, job.meta = native, meta
         return Observation(State.UNKNOWN)
 
+    def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+        """Which of these jobs, recorded without a native id, the workspace has anyway:
+        found by the name we sent (one paginated list). Absent: never created."""
+        wanted = {str(j.plan.get("payload", {}).get("metadata", {}).get("id")): j for j in jobs}
+        newest: dict[str, wire.LeptonJob] = {}
+        with self._client() as client:
+            for native in client.list_jobs():
+                name = native.metadata.name or ""
+                before = newest.get(name)
+                if name in wanted and (
+                    before is None
+                    or (native.metadata.created_at or 0) >= (before.metadata.created_at or 0)
+                ):
+                    newest[name] = native
+        found: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        for name, native in newest.items():
+            job_id = native.metadata.id or ""
+            found[wanted[name].id] = (
+                job_id,
+                {
+                    "name": name,
+                    "attempt": 1,
+                    "attempts": [{"attempt": 1, "native_id": job_id, "name": name}],
+                },
+            )
+        return found
+
     def cancel(self, job: JobRecord) -> None:
         with self._client() as client:
             native = job.native_id or ""

@@ -6,6 +6,7 @@ running and still gets its final state recorded after the CLI that started it ex
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -130,6 +131,29 @@ class LocalBackend:
                 State(result["state"]), result.get("exit_code"), result.get("detail")
             )
         return Observation(State.FAILED, None, "the job's supervisor process died without a result")
+
+    def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+        """Which of these jobs, recorded without a native id, were started anyway.
+
+        A supervisor runs with its job directory as argument, so one scan of the process
+        table finds it; one that already ended left `result.json` or moved the row past
+        PENDING. Absent from the answer: never started, safe to submit.
+        """
+        running: dict[str, psutil.Process] = {}
+        for proc in psutil.process_iter(["cmdline"]):
+            argv = proc.info.get("cmdline") or []
+            if len(argv) >= 4 and argv[-2] == "anylaunch.backends.local.supervisor":
+                running[argv[-1]] = proc
+        found: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        for job in jobs:
+            proc = running.get(job.job_dir)
+            if proc is not None:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    found[job.id] = (str(proc.pid), {"create_time": proc.create_time()})
+                    continue
+            if job.state is not State.PENDING or _read_result(Path(job.job_dir)) is not None:
+                found[job.id] = (None, {})
+        return found
 
     def cancel(self, job: JobRecord) -> None:
         proc = _supervisor(job)

@@ -167,6 +167,28 @@ class SlurmBackend:
                     seen[by_native[native].id] = _observe(row, by_native[native])
         return seen
 
+    def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+        """Which of these jobs, recorded without a native id, Slurm has anyway.
+
+        Every script carries `--comment=anylaunch:<plan's job id>` (an array's plan is
+        its first split's), so one squeue finds them all while slurmctld remembers them
+        (MinJobAge after they end). Absent from the answer: never submitted.
+        """
+        known = commands.by_comment()
+        found: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        for job in jobs:
+            hit = known.get(str(job.plan.get("job_id", job.id)))
+            if hit is None:
+                continue
+            native, is_array = hit
+            requeue = bool(job.plan.get("payload", {}).get("requeue", True))
+            if is_array:
+                meta = {"requeue": requeue, "array": True, "array_job_id": native}
+                found[job.id] = (f"{native}_{job.split_id}", meta)
+            else:
+                found[job.id] = (native, {"requeue": requeue, "array": False})
+        return found
+
     def cancel(self, job: JobRecord) -> None:
         """scancel, then wait until Slurm reports the job finished (or forgets it)."""
         if not job.native_id:

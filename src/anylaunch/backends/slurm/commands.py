@@ -124,3 +124,19 @@ def sacct(native_ids: Sequence[str]) -> dict[str, Row]:
             continue
         rows[parts[0]] = Row(parts[0], parts[1], from_exit_pair(parts[2]))
     return rows
+
+
+def by_comment(prefix: str = "anylaunch:") -> dict[str, tuple[str, bool]]:
+    """Every job slurmctld knows whose comment starts with `prefix`, one squeue call:
+    the comment's rest -> (job id, or the array's job id, and whether it is an array)."""
+    proc = run(["squeue", "--noheader", "--states=all", "--format", "%A|%F|%K|%k"], check=False)
+    if proc.returncode != 0:
+        raise BackendError(f"squeue failed: {' '.join(proc.stderr.split())}", code="SLURM")
+    found: dict[str, tuple[str, bool]] = {}
+    for line in proc.stdout.splitlines():
+        parts = line.strip().split("|", 3)
+        if len(parts) == 4 and parts[3].startswith(prefix):
+            job_id, array_job, task, comment = parts
+            is_array = task.strip() not in ("", "N/A")
+            found.setdefault(comment[len(prefix) :], (array_job if is_array else job_id, is_array))
+    return found
