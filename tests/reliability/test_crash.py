@@ -1,0 +1,180 @@
+"""Crash consistency: `anylaunch run` SIGKILLed at random points of a 20-split run's
+submission, then the same command again (or `anylaunch retry RUN --failed`) finishes the
+run with every split run exactly once and recorded exactly once, and a valid store.
+
+The points are drawn per trial from "before anything is recorded", "right after the
+splits are recorded", and "after k of 20 native ids are recorded" (some submits then in
+flight), watched in the store itself, so each trial dies where it was meant to whatever
+the machine's speed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+from reliability_helpers import (
+    FIGURES,
+    PY,
+    cli_env,
+    count_tracebacks,
+    load_json,
+    store_problems,
+    wait_until,
+)
+
+from anylaunch.store import Store
+
+SPLITS = 20
+TRIALS = 10
+
+
+def _job_file(tmp: Path, out: Path) -> Path:
+    path = tmp / "job.yaml"
+    path.write_text(
+        "launcher: none\n"
+        f"splits: {SPLITS}\n"
+        f"command: [bash, -c, 'echo \"$ANYLAUNCH_JOB_ID\" >> {out}/$SPLIT_ID']\n"
+    )
+    return path
+
+
+class Progress:
+    """(jobs recorded, native ids recorded) in a store, read without disturbing writers."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self._conn: sqlite3.Connection | None = None
+
+    def __call__(self) -> tuple[int, int]:
+        try:
+            if self._conn is None:
+                if not self.db.exists():
+                    return (0, 0)
+                self._conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+            return self._conn.execute("SELECT COUNT(*), COUNT(native_id) FROM jobs").fetchone()
+        except sqlite3.OperationalError:
+            return (0, 0)  # the schema is being created
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+
+def _run_killed(home: Path, job: Path, point: int, cwd: Path) -> tuple[int, int]:
+    """Start `anylaunch run` and SIGKILL it at `point`: -1 = before recording (a random
+    moment of start-up), k >= 0 = once k native ids of this run are recorded. Returns
+    (jobs, native ids) it had recorded when it died."""
+    progress = Progress(home / "jobs.db")
+    rows0, natives0 = progress()
+    proc = subprocess.Popen(
+        [PY, "-m", "anylaunch", "run", str(job), "--json", "--no-preflight"],
+        env=cli_env(home),
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: os.nice(10),  # the watcher must see each native id land
+    )
+    try:
+        if point < 0:
+            time.sleep(random.uniform(0.05, 0.3))
+        else:
+
+            def reached() -> bool:
+                rows, natives = progress()
+                return rows >= rows0 + SPLITS and natives >= natives0 + point
+
+            wait_until(reached, timeout=60, what=f"{point} native ids", interval=0.002)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    rows, natives = progress()
+    progress.close()
+    return rows - rows0, natives - natives0
+
+
+def test_sigkilled_run_is_finished_by_the_same_command_or_retry_exactly_once(
+    home: Path, tmp_path: Path
+) -> None:
+    rng = random.Random(9)
+    points = [-1, 0, *rng.sample(range(1, SPLITS), TRIALS - 2)]
+    rng.shuffle(points)
+    landed: list[str] = []
+    trial = 0
+    while points:
+        point = points.pop()
+        trial_dir = tmp_path / f"trial{len(landed)}"
+        out = trial_dir / "out"
+        out.mkdir(parents=True)
+        job = _job_file(trial_dir, out)
+        before = run_ids(home)
+        rows, natives = _run_killed(home, job, point, trial_dir)
+        landed.append(f"{point}->{rows}/{natives}")
+        if natives == SPLITS:
+            # Killed after the submission was complete (the watcher was late): not a
+            # crash mid-submission. Draw again, a bounded number of times.
+            assert len(landed) < 2 * TRIALS, f"kills kept landing late: {landed}"
+            points.insert(0, rng.randrange(0, SPLITS))
+            _wait_quiet(out)
+            continue
+        trial += 1
+        new_runs = [r for r in run_ids(home) if r not in before]
+        # Odd trials: `retry RUN --failed` (when the crash left a run to retry).
+        if trial % 2 == 1 and new_runs:
+            args = ["retry", new_runs[0], "--failed", "--json"]
+        else:
+            args = ["run", str(job), "--json", "--no-preflight"]
+        done = subprocess.run(
+            [PY, "-m", "anylaunch", *args],
+            env=cli_env(home),
+            cwd=trial_dir,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        count_tracebacks(done.stdout, done.stderr)
+        assert done.returncode == 0, f"trial {trial} ({landed[-1]}, {args[0]}): {done.stderr}"
+        result = load_json(done.stdout)
+        assert result["state"] == "SUCCEEDED", result
+        # Each split ran exactly once, and the job that ran is the split's only record.
+        records = {s["split_id"]: s["attempts"] for s in result["splits"]}
+        ran = {int(p.name): p.read_text().split() for p in out.iterdir()}
+        duplicates = sum(len(ids) - 1 for ids in ran.values())
+        lost = SPLITS - len(ran) + sum(len(a) != 1 for a in records.values())
+        lost += sum(records[i][0]["id"] != ids[0] for i, ids in ran.items() if i in records)
+        FIGURES["duplicates"] += duplicates
+        FIGURES["lost"] += lost
+        FIGURES["jobs submitted"] += sum(len(ids) for ids in ran.values())
+        FIGURES["crash trials"] += 1
+        assert (duplicates, lost) == (0, 0), f"trial {trial} ({landed[-1]}): {ran} {records}"
+        assert sorted(records) == list(range(SPLITS))
+    problems = store_problems(home / "jobs.db")
+    assert problems == [], problems
+    store = Store(home)
+    assert [j.id for j in store.list(limit=None) if j.native_id is None] == []
+    # Every trial's splits belong to one run: rerunning never started a second one.
+    late = sum(1 for mark in landed if mark.endswith(f"/{SPLITS}"))
+    assert len({j.run_id for j in store.list(limit=None)}) == TRIALS + late, landed
+    print("kill points (target->jobs/native ids recorded):", " ".join(landed))
+
+
+def _wait_quiet(out: Path) -> None:
+    """Let a late-killed trial's splits finish, so they do not load the next trial."""
+    wait_until(lambda: len(list(out.iterdir())) == SPLITS, timeout=60, what="splits to end")
+
+
+def run_ids(home: Path) -> list[str]:
+    if not (home / "jobs.db").exists():
+        return []
+    db = sqlite3.connect(home / "jobs.db")
+    try:
+        return [r[0] for r in db.execute("SELECT id FROM runs ORDER BY created_at")]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        db.close()
