@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -56,6 +57,37 @@ def _fault_response(fault: Fault) -> Response:
     return error(fault.status, code, "injected fault", **headers)
 
 
+class ConnectionDropped(Exception):
+    """Raised after the status line went out: the server closes the connection."""
+
+
+class _Dropped(Response):
+    """Headers promising a body, then a broken connection: what a client sees when a
+    gateway or load balancer dies after the backend already did the work."""
+
+    def __init__(self) -> None:
+        super().__init__(status_code=200)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"64")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b'{"metadata": {', "more_body": True})
+        raise ConnectionDropped("injected fault: connection dropped")
+
+
+def _quiet_dropped(record: logging.LogRecord) -> bool:
+    """uvicorn logs every exception of the app; an injected drop is not news."""
+    return not (record.exc_info and isinstance(record.exc_info[1], ConnectionDropped))
+
+
+logging.getLogger("uvicorn.error").addFilter(_quiet_dropped)
+
+
 def _api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     @functools.wraps(handler)
     async def endpoint(request: Request) -> Response:
@@ -71,9 +103,13 @@ def _api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         fault = world.faults.for_request(request.method, rel)
         if fault is not None and fault.kind == "http":
             return _fault_response(fault)
+        if fault is not None and fault.kind == "slow":
+            await asyncio.sleep(fault.delay_s)
         response = await handler(request, world)
         if fault is not None and fault.kind == "http_after":
             return _fault_response(fault)  # done, but the answer is lost on the way
+        if fault is not None and fault.kind == "drop":
+            return _Dropped()  # done, and the connection breaks before the answer
         if fault is not None and fault.kind == "truncate" and isinstance(response, JSONResponse):
             return Response(
                 bytes(response.body)[: max(1, len(response.body) // 2)],

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-HTTP_KINDS = ("http", "http_after", "truncate")
+HTTP_KINDS = ("http", "http_after", "truncate", "drop", "slow")
 JOB_KINDS = (
     "stuck_queue",
     "image_pull",
@@ -31,6 +31,8 @@ Kind = Literal[
     "http",  # answer `status` instead of serving the request
     "http_after",  # serve it (the job *is* created), then lose the answer: `status`
     "truncate",  # serve it, then send a 200 whose JSON body is cut short
+    "drop",  # serve it, then close the connection mid-answer (the client sees no status)
+    "slow",  # wait `delay_s`, then serve it
     "stuck_queue",  # the job stays Queueing, FailedScheduling events keep coming
     "image_pull",  # the image cannot be pulled: Starting forever, ErrImagePull events
     "oom",  # worker `worker` is OOM-killed (exit 137) `after_s` after it starts
@@ -57,6 +59,7 @@ class Fault(BaseModel):
     worker: int = Field(default=0, ge=0)
     after_s: float = Field(default=0.0, ge=0)
     exit_code: int = 1
+    delay_s: float = Field(default=1.0, ge=0, le=300)
 
 
 class FaultBook:
