@@ -182,6 +182,9 @@ def _plan(
             attempt = done[split_id] + (0 if resumed else 1)
             one = one.model_copy(update={"env": {**one.env, "ANYLAUNCH_ATTEMPT": str(attempt)}})
         ctx = impl.prepare(one, job_id, str(store.jobs_dir(job_id)), store)
+        # An array renders one script from the run's spec: each task's attempt rides along.
+        attempt = int(one.env.get("ANYLAUNCH_ATTEMPT", "1"))
+        ctx = PlanContext(ctx.job_id, ctx.job_dir, {**ctx.values, "attempt": attempt})
         contexts.append((split_id, ctx, one))
     if impl.capabilities.supports_arrays:
         array = impl.plan_array(spec, [(i, ctx) for i, ctx, _ in contexts])  # type: ignore[attr-defined]

@@ -278,7 +278,10 @@ def test_splits_render_as_one_array_with_a_job_per_task(tmp_path):
     ]
     script = backend.plan_array(spec, contexts).payload["script"]
     assert "#SBATCH --array=0,1,5%2" in script
-    assert f"  5) ANYLAUNCH_JOB_ID=job5 ANYLAUNCH_JOB_DIR={tmp_path}/job5 ;;" in script
+    assert (
+        f"  5) ANYLAUNCH_JOB_ID=job5 ANYLAUNCH_JOB_DIR={tmp_path}/job5 ANYLAUNCH_ATTEMPT=1 ;;"
+        in script
+    )
     assert 'export SPLIT_ID="$SLURM_ARRAY_TASK_ID"' in script
 
 

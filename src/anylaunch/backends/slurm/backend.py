@@ -76,6 +76,7 @@ class SlurmBackend:
                 "job_id": c.job_id,
                 "job_dir": c.job_dir,
                 "value": values_of[i] if i < len(values_of) else None,
+                "attempt": c.values.get("attempt", 1),
             }
             for i, c in splits
         ]

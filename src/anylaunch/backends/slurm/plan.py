@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from anylaunch import resume
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.slurm import script, shell, template
 from anylaunch.backends.slurm.config import SlurmSection
@@ -49,7 +50,11 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     text = template.fill(ctx.values.get("template"), parts, file=ctx.values.get("template_path"))
     files = {SCRIPT_FILE: text}
     if any(script.CONFIG_PLACEHOLDER in arg for arg in spec.command):
-        files[script.RECIPE_FILE] = yaml.safe_dump(spec.recipe, sort_keys=False)
+        # With a checkpoint folder the job writes the newest checkpoint into restore_from.path.
+        recipe = (
+            resume.recipe_for_resume(spec.recipe) if resume.checkpoint_dir(spec) else spec.recipe
+        )
+        files[script.RECIPE_FILE] = yaml.safe_dump(recipe, sort_keys=False)
     secrets = sorted(spec.secret_env())
     section_secrets = sorted(set(section.secret_env()) - set(secrets))
     report_dir = spec.profile.output_dir if spec.profile and spec.profile.output_dir else None

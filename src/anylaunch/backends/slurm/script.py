@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from anylaunch import resume
 from anylaunch.backends.slurm import shell
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.backends.slurm.shell import Sh, Word, concat, export, path, var, word, words
@@ -37,6 +38,7 @@ class Split:
     job_id: str
     job_dir: str
     value: str | None = None  # SPLIT_VALUE, when the run lists one value per split
+    attempt: int = 1  # ANYLAUNCH_ATTEMPT: a retried split's earlier attempts count
 
 
 @dataclass(frozen=True)
@@ -152,10 +154,11 @@ def setup(job: Job) -> list[str]:
             value = "" if split.value is None else f" SPLIT_VALUE={word(split.value)}"
             out.append(
                 f"  {split.split_id}) ANYLAUNCH_JOB_ID={word(split.job_id)}"
-                f" ANYLAUNCH_JOB_DIR={word(split.job_dir)}{value} ;;"
+                f" ANYLAUNCH_JOB_DIR={word(split.job_dir)}{value}"
+                f" ANYLAUNCH_ATTEMPT={split.attempt} ;;"
             )
         out.append("esac")
-        out.append("export ANYLAUNCH_JOB_ID ANYLAUNCH_JOB_DIR")
+        out.append("export ANYLAUNCH_JOB_ID ANYLAUNCH_JOB_DIR ANYLAUNCH_ATTEMPT")
         if any(split.value is not None for split in job.splits):
             out.append("export SPLIT_VALUE")
         out.append('mkdir -p "$ANYLAUNCH_JOB_DIR/logs"')
@@ -196,9 +199,32 @@ def setup(job: Job) -> list[str]:
             "# Secrets reach the job from the submitting environment (sbatch --export),"
             f" never this file: {', '.join(secret_names)}"
         )
+    out += ["", *_resume(job)]
     check = _node_check(job)
     if check:
         out += ["", *check]
+    return out
+
+
+def _resume(job: Job) -> list[str]:
+    """The resume contract (issue 7): which attempt this is, and where to resume from.
+
+    A Slurm requeue runs this script again: SLURM_RESTART_COUNT counts those, on top of
+    the attempt anylaunch started (a retried split is attempt 2 before any requeue). The
+    checkpoint folder is on a shared filesystem, so the batch shell looks once and srun
+    passes the answer to every task.
+    """
+    out = [
+        "# The resume contract: this attempt and the newest complete checkpoint.",
+        "export ANYLAUNCH_ATTEMPT=$(( ${SLURM_RESTART_COUNT:-0} + ${ANYLAUNCH_ATTEMPT:-1} ))",
+    ]
+    folder = resume.checkpoint_dir(job.spec)
+    if folder:
+        out.append(resume.shell(folder))
+        if any(CONFIG_PLACEHOLDER in arg for arg in job.spec.command):
+            fill = resume.fill_recipe(f'"$ANYLAUNCH_JOB_DIR/{RECIPE_FILE}"', job.spec.recipe)
+            if fill:
+                out.append(fill)
     return out
 
 
