@@ -27,6 +27,12 @@ from anylaunch.store import JobRecord, Store
 
 REQUEST = "request/"
 CANCEL_WAIT_S = 300  # how long cancel waits for a launch request to submit its job
+# Each status or log read is an API server request that may ssh into the cluster; `wait`
+# and `logs -f` ask several times a second, so answers are reused for this long.
+MIN_POLL_S = 3.0
+# Per process (get_backend makes a new backend for each call): job id -> (when, answer).
+_seen: dict[str, tuple[float, Observation]] = {}
+_log_text: dict[str, tuple[float, str]] = {}
 MANAGED = "managed/"
 # `(head, rank=0, pid=6217) text`, `(worker1, rank=1, pid=6209) text`, `(task, pid=9) text`
 _PREFIX = re.compile(r"^\([^()]*?(?:rank=(\d+), )?pid=\d+\) ?")
@@ -117,6 +123,17 @@ class SkyPilotBackend:
         return values
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
+        now = time.monotonic()
+        fresh = {
+            j.id: _seen[j.id][1] for j in jobs if now - _seen.get(j.id, (-1e9,))[0] < MIN_POLL_S
+        }
+        asked = [j for j in jobs if j.id not in fresh]
+        observed = self._poll(asked) if asked else {}
+        for job_id, seen in observed.items():
+            _seen[job_id] = (now, seen)
+        return {**fresh, **observed}
+
+    def _poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         out: dict[str, Observation] = {}
         live = [j for j in jobs if j.native_id]
         requests = [j for j in live if j.native_id.startswith(REQUEST)]  # type: ignore[union-attr]
@@ -248,16 +265,24 @@ class SkyPilotBackend:
                 f"job {job.id} has nodes 0..{nodes - 1}, not {node} — use --node 0..{nodes - 1}",
                 code="USAGE",
             )
+        per_node = split_by_node(self._text(job), nodes)
+        for index in range(nodes):
+            if node is None or index == node:
+                yield LogSource(node=index, text=per_node[index])
+
+    def _text(self, job: JobRecord) -> str:
+        now = time.monotonic()
+        cached = _log_text.get(job.id)
+        if cached and now - cached[0] < MIN_POLL_S and not job.state.terminal:
+            return cached[1]
         native = job.native_id or ""
         text = ""
         if native.startswith(MANAGED):
             text = sdk.managed_logs(int(native.removeprefix(MANAGED)))
         elif native and not native.startswith(REQUEST):
             text = sdk.cluster_logs(*_cluster_job(job))
-        per_node = split_by_node(text, nodes)
-        for index in range(nodes):
-            if node is None or index == node:
-                yield LogSource(node=index, text=per_node[index])
+        _log_text[job.id] = (now, text)
+        return text
 
     def diagnosis(self, job: JobRecord) -> states.Diagnosis | None:
         """The native failure behind a FAILED job (its detail starts with the status)."""
