@@ -200,8 +200,10 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
             if seen is None:
                 continue
             state = seen.state
-            if job.cancel_requested_at and state in (State.FAILED, State.UNKNOWN):
-                state = State.CANCELLED  # a kill we asked for is not a failure
+            if job.cancel_requested_at and job.native_id and state in (State.FAILED, State.UNKNOWN):
+                # A kill we asked for is not a failure. Without a native id the backend
+                # cannot know the job yet: its submitter stops it once it has one (`send`).
+                state = State.CANCELLED
             detail = seen.detail
             if state is State.PENDING:
                 detail = pending.explain(detail, time.time() - job.created_at)
