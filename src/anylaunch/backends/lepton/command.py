@@ -10,6 +10,7 @@ depends on reaching GitHub from the cluster.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from anylaunch.rendezvous import torchrun_target
 
@@ -60,8 +61,9 @@ def script(
     pre: list[str],
     post: list[str],
     files: dict[str, str],
+    setup: Sequence[str] = (),
 ) -> str:
-    """The whole bash script: translation, files (the recipe), hooks, program."""
+    """The whole bash script: translation, files (the recipe), setup (resume), hooks, program."""
     lines = [ENV_TRANSLATION % {"port": MASTER_PORT}]
     for path, text in files.items():
         marker = "ANYLAUNCH_EOF"
@@ -69,6 +71,7 @@ def script(
             marker += "_"
         lines.append(f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0] or '/')}")
         lines.append(f"cat > {shlex.quote(path)} <<'{marker}'\n{text.rstrip(chr(10))}\n{marker}")
+    lines += list(setup)
     run = program(command, launcher, gpus_per_node)
     if pre:
         lines += ["set -e", *pre, "set +e"]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 from typing import Any
 
 import yaml
 
+from anylaunch import resume
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.lepton import command as cmd
 from anylaunch.backends.lepton.config import LeptonSection
@@ -55,9 +57,16 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     nodes, gpus = values["num_nodes"], values["gpus_per_node"]
     command = list(spec.command)
     files: dict[str, str] = {}
+    # The resume contract: each attempt (an eviction's resubmission too) starts from the
+    # newest complete checkpoint on the shared volume.
+    folder = resume.checkpoint_dir(spec)
+    setup = [resume.shell(folder)] if folder else []
     if any(CONFIG_PLACEHOLDER in arg for arg in command):
-        files[RECIPE_PATH] = yaml.safe_dump(spec.recipe, sort_keys=False)
+        recipe = resume.recipe_for_resume(spec.recipe) if folder else spec.recipe
+        files[RECIPE_PATH] = yaml.safe_dump(recipe, sort_keys=False)
         command = [arg.replace(CONFIG_PLACEHOLDER, RECIPE_PATH) for arg in command]
+        fill = resume.fill_recipe(shlex.quote(RECIPE_PATH), spec.recipe) if folder else ""
+        setup += [fill] if fill else []
     script = cmd.script(
         command=command,
         launcher=spec.launcher,
@@ -65,6 +74,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         pre=spec.hooks.pre,
         post=spec.hooks.post,
         files=files,
+        setup=setup,
     )
     secret_env = sorted(k for k in spec.secret_env() if k not in section.secrets)
     body = wire.LeptonJob(
