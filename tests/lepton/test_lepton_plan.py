@@ -47,8 +47,12 @@ def test_dry_run_json_is_the_exact_post_body_with_secrets_by_reference(lcli, wri
     assert spec["affinity"] == {"allowed_dedicated_node_groups": ["ng-h100-pool-7x2k"]}
     assert spec["completions"] == spec["parallelism"] == 4 and spec["intra_job_communication"]
     assert spec["queue_config"] == {"priority_class": "mid-4000"}
-    assert spec["mounts"] == [  # discovered: lustre preferred over filestore
-        {"path": "/lustre", "from": "node-nfs:lustre", "mount_path": "/mnt/lustre"}
+    assert spec["mounts"] == [  # discovered: lustre over filestore, its first permitted prefix
+        {
+            "path": "/lustre/fsw/portfolios/edgeai",
+            "from": "node-nfs:lustre",
+            "mount_path": "/mnt/lustre",
+        }
     ]
     envs = {e["name"]: e for e in spec["envs"]}
     assert envs["HF_TOKEN"] == {

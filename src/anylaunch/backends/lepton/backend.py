@@ -23,6 +23,7 @@ from anylaunch.lepton import wire
 from anylaunch.lepton.client import LeptonClient
 from anylaunch.lepton.errors import LeptonNotFound
 from anylaunch.plan import Plan
+from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
@@ -217,6 +218,31 @@ class LeptonBackend:
             )
         return found
 
+    def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
+        """With `deep`: the API answers with this token, the shape and node group resolve,
+        and every mount's path is one the volume's storage permissions allow (R-L3)."""
+        if not deep:
+            return []
+        from anylaunch.errors import AnylaunchError
+
+        try:
+            client = self._client()
+        except AnylaunchError as exc:
+            return [Check("lepton_api", "fail", exc.message, None)]
+        out: list[Check] = []
+        try:
+            client.workspace()
+            out.append(Check("lepton_api", "ok", "the workspace API answers"))
+            ctx = self.prepare(spec, "preflight", "/nonexistent", None, reserve=False)  # type: ignore[arg-type]
+            out.append(Check("resources", "ok", f"shape {ctx.values['shape']}"))
+            out += _mount_checks(client, ctx.values["mounts"], ctx.values.get("node_group_id"))
+        except AnylaunchError as exc:
+            name = "lepton_api" if not out else "resources"
+            out.append(Check(name, "fail", exc.message, getattr(exc, "fix", None)))
+        finally:
+            client.close()
+        return out
+
     def cancel(self, job: JobRecord) -> None:
         with self._client() as client:
             native = job.native_id or ""
@@ -254,6 +280,30 @@ class LeptonBackend:
         for index in range(nodes):
             if node is None or index == node:
                 yield LogSource(node=index, text="".join(f"{line}\n" for line in texts[index]))
+
+
+def _mount_checks(
+    client: LeptonClient, mounts: list[dict[str, Any]], group: str | None
+) -> list[Check]:
+    out = []
+    for mount in mounts:
+        source, path = str(mount.get("from") or ""), str(mount.get("path") or "/")
+        volume = source.split(":", 1)[1] if ":" in source else None
+        if not volume:
+            continue
+        allowed = [p.path_prefix for p in client.storage_permissions(volume, group)]
+        if not allowed or any(path.startswith(prefix.rstrip("/") or "/") for prefix in allowed):
+            out.append(Check("mounts", "ok", f"{path} on volume {volume} is allowed"))
+        else:
+            out.append(
+                Check(
+                    "mounts",
+                    "fail",
+                    f"{path} on volume {volume} is outside what this workspace may mount ({', '.join(allowed)})",
+                    "mount a path under one of those prefixes, or ask for access to the volume",
+                )
+            )
+    return out
 
 
 def _find(client: LeptonClient, wanted: set[str]) -> dict[str, wire.LeptonJob]:

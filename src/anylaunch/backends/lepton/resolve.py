@@ -98,4 +98,17 @@ def mounts(client: LeptonClient, spec: JobSpec, group: str | None) -> list[dict[
     if spec.mounts:
         return [{"path": m.source, "from": source, "mount_path": m.dest} for m in spec.mounts]
     target = volume.default_mount_path or f"/mnt/{volume.name}"
-    return [{"path": volume.from_path or "/", "from": source, "mount_path": target}]
+    # The seed: mount what the workspace may use — the volume's first permitted prefix,
+    # not its root (which storage permissions usually forbid).
+    allowed = (
+        [p.path_prefix for p in client.storage_permissions(volume.name or "", group)]
+        if volume.name
+        else []
+    )
+    return [
+        {
+            "path": allowed[0] if allowed else volume.from_path or "/",
+            "from": source,
+            "mount_path": target,
+        }
+    ]
