@@ -1,50 +1,95 @@
-"""`python -m bench`: run the benchmarks, print a table, write bench/results/latest.{md,json}."""
+"""`python -m bench`: every benchmark group, one table, bench/results/latest.{md,json}.
+
+Each group measures anylaunch and the alternative side by side in the same run and
+states its goal; a group that cannot run (devstack down, a tool not installed) leaves a
+row saying why. `--setup` installs the alternatives into bench/.venv-others first.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from bench import staging, startup
+from bench import launch, lepton, others, plans, slurm, staging, startup
+from bench.common import Row, failed
 
 RESULTS = Path(__file__).resolve().parent / "results"
+GROUPS = ("startup", "plan", "slurm", "lepton", "launch", "staging")
 
 
-def to_markdown(rows: list[dict]) -> str:
-    head = (
-        "| benchmark | case | ms | × python | goal | met | note |\n|---|---|---|---|---|---|---|\n"
-    )
-    lines = []
-    for r in rows:
-        met = {True: "yes", False: "**no**", None: ""}[r["met"]]
-        ms = "" if r["median_ms"] is None else f"{r['median_ms']:.1f}"
-        ratio = "" if r["ratio_to_python"] is None else f"{r['ratio_to_python']:.1f}"
-        lines.append(
-            f"| {r['benchmark']} | {r['case']} | {ms} | {ratio} | {r['goal']} | {met} | {r.get('note', '')} |"
-        )
+def to_markdown(rows: list[Row]) -> str:
+    head = "| group | case | anylaunch | alternative | goal | met | note |\n|---|---|---|---|---|---|---|\n"
+    met = {True: "yes", False: "**no**", None: ""}
+    lines = [
+        f"| {r.group} | {r.case} | {r.ours} | {r.other} | {r.goal} | {met[r.met]} | {r.note} |"
+        for r in rows
+    ]
     return head + "\n".join(lines) + "\n"
 
 
+def machine() -> str:
+    cpus = os.cpu_count()
+    memory = ""
+    try:
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f", {kib / 2**20:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{platform.platform()}, {cpus} CPUs{memory}, Python {platform.python_version()}"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--rounds", type=int, default=15, help="samples per command")
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=10, help="start-up samples per command")
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs in the store for `ps`")
+    parser.add_argument("--only", choices=GROUPS, action="append", help="run only these groups")
+    parser.add_argument("--setup", action="store_true", help="install the alternatives first")
     args = parser.parse_args()
-    rows = startup.run(rounds=args.rounds, jobs=args.jobs)
-    rows += staging.run()
+    if args.setup:
+        others.setup()
+    groups: dict[str, Callable[[], list[Row]]] = {
+        "startup": lambda: startup.run(rounds=args.rounds, jobs=args.jobs),
+        "plan": plans.run,
+        "slurm": slurm.run,
+        "lepton": lepton.run,
+        "launch": launch.run,
+        "staging": staging.run,
+    }
+    started = time.perf_counter()
+    rows: list[Row] = []
+    for name, group in groups.items():
+        if args.only and name not in args.only:
+            continue
+        began = time.perf_counter()
+        try:
+            rows += group()
+        except Exception as exc:  # one broken group must not hide the others
+            rows.append(failed(name, "(group)", "", exc))
+        print(f"bench: {name} done in {time.perf_counter() - began:.0f} s", flush=True)
+    elapsed = time.perf_counter() - started
     table = to_markdown(rows)
     print(table)
-    RESULTS.mkdir(exist_ok=True)
     meta = {
-        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": platform.platform(),
-        "python": platform.python_version(),
+        "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": machine(),
+        "load_average": os.getloadavg(),
+        "elapsed_s": round(elapsed, 1),
     }
-    (RESULTS / "latest.md").write_text(f"# anylaunch bench — {meta['when']}\n\n{table}")
-    (RESULTS / "latest.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    RESULTS.mkdir(exist_ok=True)
+    load = ", ".join(f"{x:.1f}" for x in meta["load_average"])
+    header = (
+        f"# anylaunch bench — {meta['when']}\n\n"
+        f"Machine: {meta['machine']}; load average at the end {load}; whole run {elapsed:.0f} s.\n\n"
+    )
+    (RESULTS / "latest.md").write_text(header + table)
+    (RESULTS / "latest.json").write_text(
+        json.dumps({"meta": meta, "rows": [r.as_dict() for r in rows]}, indent=2)
+    )
 
 
 if __name__ == "__main__":

@@ -11,22 +11,18 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.common import Row, ms, skipped, use_devstack
+
 MiB = 1024 * 1024
 
 
-def run(files: int = 100, size_mib: int = 2, rounds: int = 3) -> list[dict]:
-    if not os.environ.get("S3_ENDPOINT_URL"):
-        return [
-            _row(
-                "staging",
-                "cold stage-in vs boto3",
-                None,
-                None,
-                "",
-                None,
-                "skipped: no S3_ENDPOINT_URL (source .devstack/env)",
-            )
-        ]
+GROUP = "staging"
+
+
+def run(files: int = 100, size_mib: int = 2, rounds: int = 3) -> list[Row]:
+    why = use_devstack("S3_ENDPOINT_URL")
+    if why:
+        return [skipped(GROUP, "cold stage-in vs boto3", "≥ 0.9× boto3 throughput", why)]
     from anylaunch.storage import s3, stagein
     from anylaunch.storage.manifest import Manifest, StageInput
 
@@ -76,42 +72,23 @@ def run(files: int = 100, size_mib: int = 2, rounds: int = 3) -> list[dict]:
     ratio = best_plain / best_ours  # throughput ratio: ours / boto3
     case = f"{files} objects, {total} MiB"
     return [
-        _row(
-            "staging",
+        Row(
+            GROUP,
             f"cold stage-in, {case}",
-            best_ours * 1000,
-            None,
-            "≥ 0.9× boto3 throughput",
-            ratio >= 0.9,
-            f"{total / best_ours:.0f} MiB/s vs boto3 {total / best_plain:.0f} MiB/s = {ratio:.2f}×",
+            ours=f"{ms(best_ours * 1000)} ({total / best_ours:.0f} MiB/s)",
+            other=f"boto3 {ms(best_plain * 1000)} ({total / best_plain:.0f} MiB/s)",
+            goal="≥ 0.9× boto3 throughput",
+            met=ratio >= 0.9,
+            note=f"{ratio:.2f}× boto3; best of {rounds}, interleaved",
+            data={"ours_ms": best_ours * 1000, "boto3_ms": best_plain * 1000, "ratio": ratio},
         ),
-        _row(
-            "staging",
+        Row(
+            GROUP,
             f"warm cache, {case}",
-            min(warm) * 1000,
-            None,
-            "metadata calls only",
-            summary.fetched == 0,
-            "0 bytes transferred",
+            ours=ms(min(warm) * 1000),
+            goal="no bytes transferred",
+            met=summary.fetched == 0,
+            note="metadata calls only",
+            data={"warm_ms": min(warm) * 1000},
         ),
     ]
-
-
-def _row(
-    bench: str,
-    case: str,
-    ms: float | None,
-    ratio: float | None,
-    goal: str,
-    met: bool | None,
-    note: str,
-) -> dict:
-    return {
-        "benchmark": bench,
-        "case": case,
-        "median_ms": None if ms is None else round(ms, 1),
-        "ratio_to_python": ratio,
-        "goal": goal,
-        "met": met,
-        "note": note,
-    }

@@ -1,4 +1,6 @@
-"""CLI start-up: `anylaunch --help` and `anylaunch ps` (100,000 stored jobs) vs bare Python.
+"""CLI start-up: `anylaunch --help` and `anylaunch ps` (100,000 stored jobs) vs bare Python,
+and the CLIs users would otherwise reach for (`torchx --help`, `sky --help`, `import
+submitit`) from their own venv (bench/others.py).
 
 Commands are run interleaved, round-robin, so machine noise hits all of them alike; the
 ratio of medians is what we compare against the goal.
@@ -8,15 +10,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
+from bench import others
+from bench.common import Row, interleaved, median_ms, ms, skipped
+
+GROUP = "CLI start-up"
 
 
 def fill_store(root: Path, count: int) -> None:
@@ -43,23 +47,7 @@ def fill_store(root: Path, count: int) -> None:
     store.close()
 
 
-def _time(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - start
-
-
-def measure(commands: dict[str, list[str]], env: dict[str, str], rounds: int) -> dict[str, float]:
-    for argv in commands.values():  # warm the page cache and .pyc files
-        _time(argv, env)
-    samples: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(rounds):
-        for name, argv in commands.items():
-            samples[name].append(_time(argv, env))
-    return {name: statistics.median(values) * 1000 for name, values in samples.items()}
-
-
-def run(rounds: int = 15, jobs: int = 100_000) -> list[dict]:
+def run(rounds: int = 15, jobs: int = 100_000) -> list[Row]:
     python = sys.executable
     bindir = Path(python).parent
     anylaunch = str(bindir / "anylaunch") if (bindir / "anylaunch").exists() else None
@@ -73,49 +61,45 @@ def run(rounds: int = 15, jobs: int = 100_000) -> list[dict]:
             "anylaunch --help": [*base, "--help"],
             f"anylaunch ps ({jobs:,} jobs)": [*base, "ps"],
         }
-        others = {
-            "torchx --help": shutil.which("torchx", path=str(bindir)),
-            "sky --help": shutil.which("sky", path=str(bindir)),
-        }
-        for name, exe in others.items():
-            if exe:
-                commands[name] = [exe, "--help"]
-        skipped = [name for name, exe in others.items() if not exe]
-        try:
-            __import__("submitit")
-            commands["import submitit"] = [python, "-c", "import submitit"]
-        except ImportError:
-            skipped.append("import submitit")
-        medians = measure(commands, env, rounds)
+        missing = []
+        for name, argv in others.commands().items():
+            if argv is None:
+                missing.append(name)
+            else:
+                commands[name] = argv
+        samples = interleaved(
+            {name: lambda argv=argv: _run(argv, env) for name, argv in commands.items()}, rounds
+        )
+        medians = {name: median_ms(values) for name, values in samples.items()}
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
     bare = medians["python -c pass"]
     goals = {"anylaunch --help": 10.0, f"anylaunch ps ({jobs:,} jobs)": 10.0}
     rows = []
-    for name, ms in medians.items():
-        ratio = ms / bare
+    for name, value in medians.items():
         goal = goals.get(name)
         rows.append(
-            {
-                "benchmark": "startup",
-                "case": name,
-                "median_ms": round(ms, 1),
-                "ratio_to_python": round(ratio, 1),
-                "goal": f"≤ {goal:g}× python" if goal else "",
-                "met": None if goal is None else ratio <= goal,
-            }
+            Row(
+                GROUP,
+                name,
+                ours=f"{ms(value)} = {value / bare:.1f}× python"
+                if name.startswith("anylaunch")
+                else "",
+                other=""
+                if name.startswith("anylaunch")
+                else f"{ms(value)} = {value / bare:.1f}× python",
+                goal=f"≤ {goal:g}× python" if goal else "",
+                met=None if goal is None else value / bare <= goal,
+                note=f"median of {rounds}, interleaved",
+                data={"median_ms": value, "ratio_to_python": value / bare},
+            )
         )
-    for name in skipped:
-        rows.append(
-            {
-                "benchmark": "startup",
-                "case": name,
-                "median_ms": None,
-                "ratio_to_python": None,
-                "goal": "",
-                "met": None,
-                "note": "skipped: not installed",
-            }
-        )
+    rows += [
+        skipped(GROUP, name, "", "not installed (python -m bench --setup)") for name in missing
+    ]
     return rows
+
+
+def _run(argv: list[str], env: dict[str, str]) -> None:
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)

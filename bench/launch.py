@@ -1,0 +1,95 @@
+"""Local launch overhead: `anylaunch run job.yaml` vs bare `torchrun` on the same script.
+
+Measured as a user feels it: from starting the command to the first line of the user
+program on the terminal. Both run the same torchrun options (one node, one rank, a free
+master port); the program prints one line and exits, so what differs is only anylaunch:
+CLI start-up, config, preflight, the store, the detached supervisor and log following.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Row, failed, interleaved, median_ms, ms
+
+GROUP = "local launch"
+GOAL_S = 0.3
+MARK = "bench: first line"
+
+
+def run(rounds: int = 7) -> list[Row]:
+    case = "time to the program's first line"
+    goal = f"≤ torchrun + {GOAL_S * 1000:.0f} ms"
+    bindir = Path(sys.executable).parent
+    torchrun = bindir / "torchrun"
+    anylaunch = bindir / "anylaunch"
+    work = Path(tempfile.mkdtemp(prefix="bench-launch-"))
+    try:
+        (work / "first_line.py").write_text(f"print({MARK!r}, flush=True)\n")
+        (work / "job.yaml").write_text(
+            "name: bench-launch\ncommand: python first_line.py\nlocal: {workdir: .}\n"
+        )
+        env = {**os.environ, "ANYLAUNCH_HOME": str(work / "home"), "OMP_NUM_THREADS": "1"}
+        ours = [str(anylaunch), "run", str(work / "job.yaml")]
+
+        def bare() -> list[str]:
+            return [str(torchrun), "--nnodes", "1", "--nproc-per-node", "1",
+                    "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+                    "--max-restarts", "0", "first_line.py"]  # fmt: skip
+
+        firsts: dict[str, list[float]] = {"anylaunch": [], "torchrun": []}
+        samples = interleaved(
+            {
+                "anylaunch": lambda: firsts["anylaunch"].append(_first_line(ours, work, env)),
+                "torchrun": lambda: firsts["torchrun"].append(_first_line(bare(), work, env)),
+            },
+            rounds,
+        )
+        del samples  # whole-process times; what counts is the time to the first line
+        a = median_ms(firsts["anylaunch"][1:])  # [0] is the untimed warm-up
+        b = median_ms(firsts["torchrun"][1:])
+        return [
+            Row(
+                GROUP,
+                case,
+                ours=ms(a),
+                other=f"torchrun {ms(b)}",
+                goal=goal,
+                met=a - b <= GOAL_S * 1000,
+                note=f"overhead {a - b:+.0f} ms; median of {rounds}",
+                data={"anylaunch_ms": a, "torchrun_ms": b, "overhead_ms": a - b},
+            )
+        ]
+    except Exception as exc:
+        return [failed(GROUP, case, goal, exc)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _first_line(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    """Seconds until MARK appears on the command's stdout; then let it finish."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert proc.stdout is not None
+    seen = None
+    for line in proc.stdout:
+        if seen is None and MARK in line:
+            seen = time.perf_counter() - start
+    if proc.wait() != 0 or seen is None:
+        raise RuntimeError(f"{Path(argv[0]).name} exited {proc.returncode} without the first line")
+    return seen
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,161 @@
+"""Slurm (devstack cluster): submitting 100 splits, and the scheduler calls of one status poll.
+
+What users do instead: a launcher without arrays (TAO SDK, NeMo-Run, submitit without
+`batch()`) runs one sbatch per job and one squeue/sacct per job on every poll. Both are
+timed here on the same cluster, interleaved with anylaunch. Every job is submitted held
+(`--hold`), so nothing takes the cluster's CPUs, and every job this module submitted is
+cancelled by id at the end.
+
+Calls are counted by `anylaunch.backends.slurm.commands.CALLS`, through which anylaunch
+runs every Slurm tool.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from anylaunch import api, config, splits
+from anylaunch.backends.slurm import commands
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store, new_id
+from bench.common import Row, failed, interleaved, median_ms, ms, skipped, use_devstack
+
+GROUP_SUBMIT = "submit"
+GROUP_POLL = "status poll"
+JOB = "name: bench-slurm\ncommand: 'true'\nlauncher: none\nslurm:\n  sbatch_lines: [--hold]\n"
+FORGOTTEN = "999999"  # a job slurmctld no longer knows: makes every poll ask sacct too
+SIZES = (1, 100, 1000)
+
+
+def run(rounds: int = 3) -> list[Row]:
+    why = use_devstack("SLURM_CONF")
+    if why:
+        return [
+            skipped(GROUP_SUBMIT, "Slurm: 100 splits", "1 sbatch", why),
+            *(skipped(GROUP_POLL, f"Slurm: {n:,} jobs", "≤ 2 calls", why) for n in SIZES),
+        ]
+    home = Path(tempfile.mkdtemp(prefix="bench-slurm-"))
+    store = Store(home)
+    spec = config.from_text(JOB, file=str(home / "job.yaml"))
+    natives: list[str] = []  # every Slurm job submitted here, cancelled at the end
+    rows: list[Row] = []
+    try:
+        try:
+            rows.append(_submit(spec, store, natives, rounds))
+        except Exception as exc:
+            rows.append(failed(GROUP_SUBMIT, "Slurm: 100 splits", "1 sbatch", exc))
+        try:
+            rows += _poll(spec, store, natives, rounds)
+        except Exception as exc:
+            rows.append(failed(GROUP_POLL, "Slurm", "≤ 2 calls", exc))
+    finally:
+        for start in range(0, len(natives), 500):
+            commands.run(["scancel", *natives[start : start + 500]], check=False)
+        store.close()
+    return rows
+
+
+def _sbatch_one() -> str:
+    proc = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "--job-name", "bench-plain", "--output", "/dev/null",
+         "--wrap", "true"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return commands.parse_job_id(proc.stdout)
+
+
+def _submit(spec: object, store: Store, natives: list[str], rounds: int) -> Row:
+    """100 splits as one array vs 100 plain sbatch calls."""
+    sbatches: list[int] = []
+
+    def ours() -> None:
+        before = commands.CALLS["sbatch"]
+        run_ = splits.launch(spec, 100, "slurm", store=store)  # type: ignore[arg-type]
+        sbatches.append(commands.CALLS["sbatch"] - before)
+        natives.append(run_.jobs[0].record.meta["array_job_id"])
+
+    def plain() -> None:
+        natives.extend(_sbatch_one() for _ in range(100))
+
+    samples = interleaved({"ours": ours, "plain": plain}, rounds, warmup=0)
+    a, b = median_ms(samples["ours"]), median_ms(samples["plain"])
+    calls = max(sbatches)
+    return Row(
+        GROUP_SUBMIT,
+        "Slurm: 100 splits (held)",
+        ours=f"{calls} sbatch, {ms(a)}",
+        other=f"100 sbatch, {ms(b)}",
+        goal="1 sbatch",
+        met=calls == 1,
+        note=f"{b / a:.1f}× faster than one sbatch per split; median of {rounds}",
+        data={"sbatch_calls": sbatches, "ours_ms": a, "plain_ms": b},
+    )
+
+
+def _poll(spec: object, store: Store, natives: list[str], rounds: int) -> list[Row]:
+    """Tracked sets of 1, 100 and 1,000 held array tasks, plus one forgotten job each."""
+    big = splits.launch(spec, 1000, "slurm", store=store)  # type: ignore[arg-type]
+    natives.append(big.jobs[0].record.meta["array_job_id"])
+    records = [job.record for job in big.jobs]
+    rows = []
+    for size in SIZES:
+        tracked = [*records[: size - 1], _forgotten(store)] if size > 1 else records[:1]
+        counted: list[Counter[str]] = []
+
+        def ours(tracked: list[JobRecord] = tracked, counted: list[Counter[str]] = counted) -> None:
+            before = commands.CALLS.copy()
+            api.refresh(tracked, store)
+            counted.append(commands.CALLS - before)
+
+        ids = [r.native_id or "" for r in tracked]
+
+        def per_job(ids: list[str] = ids) -> None:  # what a launcher without batching does
+            for native in ids:
+                subprocess.run(["squeue", "--noheader", "--jobs", native], capture_output=True)
+
+        start = time.perf_counter()
+        ours()  # the first poll also records each job's first observation in the store
+        first = (time.perf_counter() - start) * 1000
+        contenders = {"ours": ours, "per_job": per_job}
+        samples = interleaved(contenders, rounds if size <= 100 else 1, warmup=0)
+        calls = max(counted, key=lambda c: sum(c.values()))
+        total = sum(calls.values())
+        a, b = median_ms(samples["ours"]), median_ms(samples["per_job"])
+        rows.append(
+            Row(
+                GROUP_POLL,
+                f"Slurm: {size:,} tracked jobs",
+                ours=f"{total} calls ({_calls(calls)}), {ms(a)}",
+                other=f"{size:,} squeue, {ms(b)}",
+                goal="≤ 2 calls",
+                met=total <= 2,
+                note=(
+                    "held array tasks"
+                    + (" + 1 job slurmctld forgot (needs sacct)" if size > 1 else "")
+                    + f"; first poll {ms(first)} (it stores every job's first observation)"
+                ),
+                data={"calls": dict(calls), "ours_ms": a, "per_job_ms": b, "first_ms": first},
+            )
+        )
+    return rows
+
+
+def _forgotten(store: Store) -> JobRecord:
+    job_id = new_id()
+    record = JobRecord(
+        id=job_id,
+        name="bench-forgotten",
+        backend="slurm",
+        state=State.RUNNING,
+        job_dir=str(store.jobs_dir(job_id)),
+        native_id=FORGOTTEN,
+    )
+    return store.add(record)
+
+
+def _calls(calls: Counter[str]) -> str:
+    return " + ".join(f"{n} {tool}" for tool, n in sorted(calls.items()))
