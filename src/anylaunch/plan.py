@@ -6,9 +6,14 @@ secrets are named in `secret_env` and handed over separately at submit time.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+from anylaunch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from anylaunch.spec import JobSpec
 
 
 class Plan(BaseModel):
@@ -22,3 +27,21 @@ class Plan(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)
     # Environment variables passed to the job whose values are secrets, by name only.
     secret_env: list[str] = Field(default_factory=list)
+
+
+def check_runnable(spec: JobSpec, backend: str) -> None:
+    """What every backend needs before rendering: a command, and a launcher it can run."""
+    if not spec.command:
+        raise ConfigError(
+            "no command to run",
+            file=spec.source,
+            key="command",
+            fix="add 'command:' to the job file or pass it after '--'",
+        )
+    if spec.launcher == "srun" and backend != "slurm":
+        raise ConfigError(
+            "launcher 'srun' needs Slurm",
+            file=spec.source,
+            key="launcher",
+            fix="use launcher: torchrun (or none for a command that spawns its own ranks), or --backend slurm",
+        )

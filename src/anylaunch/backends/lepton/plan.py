@@ -21,7 +21,7 @@ from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.backends.lepton.names import job_name, secret_name
 from anylaunch.errors import ConfigError
 from anylaunch.lepton import wire
-from anylaunch.plan import Plan
+from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
 
 RECIPE_PATH = "/tmp/anylaunch/recipe.yaml"
@@ -33,20 +33,7 @@ LABEL_ATTEMPT = "anylaunch-attempt"
 def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     section = spec.lepton or LeptonSection()
     values = ctx.values
-    if not spec.command:
-        raise ConfigError(
-            "no command to run",
-            file=spec.source,
-            key="command",
-            fix="add 'command:' to the job file or pass it after '--'",
-        )
-    if spec.launcher == "srun":
-        raise ConfigError(
-            "launcher 'srun' needs Slurm",
-            file=spec.source,
-            key="launcher",
-            fix="use launcher: torchrun, or none for a TAO-style command",
-        )
+    check_runnable(spec, "lepton")
     if not spec.image:
         raise ConfigError(
             "Lepton runs containers and needs an image",

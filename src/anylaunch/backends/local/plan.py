@@ -13,8 +13,7 @@ import yaml
 
 from anylaunch import resume
 from anylaunch.backends.base import PlanContext
-from anylaunch.errors import ConfigError
-from anylaunch.plan import Plan
+from anylaunch.plan import Plan, check_runnable
 from anylaunch.rendezvous import Rendezvous, torchrun_target
 from anylaunch.spec import JobSpec
 from anylaunch.storage import manifest
@@ -26,20 +25,7 @@ CONFIG_PLACEHOLDER = "{config}"
 def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     values = ctx.values
     section = spec.local
-    if spec.launcher == "srun":
-        raise ConfigError(
-            "launcher 'srun' needs Slurm",
-            file=spec.source,
-            key="launcher",
-            fix="use launcher: torchrun (or none) locally, or run with --backend slurm",
-        )
-    if not spec.command:
-        raise ConfigError(
-            "no command to run",
-            file=spec.source,
-            key="command",
-            fix="add 'command:' to the job file or pass it after '--'",
-        )
+    check_runnable(spec, "local")
     rdzv = Rendezvous(
         master_addr=section.master_addr if section else "127.0.0.1",
         master_port=values["master_port"],

@@ -16,7 +16,7 @@ from anylaunch.backends.base import PlanContext
 from anylaunch.backends.slurm import script, shell, template
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.errors import ConfigError
-from anylaunch.plan import Plan
+from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
 
 SCRIPT_FILE = "sbatch.sh"
@@ -101,13 +101,7 @@ def describe(plan: Plan) -> str:
 
 
 def _check(spec: JobSpec, section: SlurmSection) -> None:
-    if not spec.command:
-        raise ConfigError(
-            "no command to run",
-            file=spec.source,
-            key="command",
-            fix="add 'command:' to the job file or pass it after '--'",
-        )
+    check_runnable(spec, "slurm")
     for where, env in (("env", spec.env), ("slurm.env_vars", section.env_vars)):
         for name in env:
             if not shell.valid_name(name):
