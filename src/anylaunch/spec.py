@@ -23,6 +23,7 @@ from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.backends.local.config import LocalSection
 from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.slurm.config import SlurmSection
+from anylaunch.mounts import Mount
 from anylaunch.redact import MASK, is_secret_name
 from anylaunch.storage.uri import parse_s3, validate_location
 
@@ -35,29 +36,6 @@ class Strict(BaseModel):
     """Launcher-owned mappings reject unknown keys: a typo must not be ignored."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class Mount(Strict):
-    """A bind mount into the job's container or working tree: `source` -> `dest`."""
-
-    source: str
-    dest: str
-    readonly: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_string(cls, value: Any) -> Any:
-        # "src:dst[:ro]" and a bare "/path" (same path inside) are the usual shorthands.
-        if isinstance(value, str):
-            parts = value.split(":")
-            if len(parts) == 1 and parts[0]:
-                return {"source": parts[0], "dest": parts[0]}
-            if len(parts) in (2, 3) and all(parts[:2]):
-                if len(parts) == 3 and parts[2] not in ("ro", "rw"):
-                    raise ValueError(f"mode '{parts[2]}' must be ro or rw")
-                return {"source": parts[0], "dest": parts[1], "readonly": parts[2:] == ["ro"]}
-            raise ValueError(f"'{value}' is not a mount; write 'source:dest' or 'source:dest:ro'")
-        return value
 
 
 class Input(Strict):

@@ -17,9 +17,9 @@ from pydantic import (
     Field,
     field_serializer,
     field_validator,
-    model_validator,
 )
 
+from anylaunch.mounts import Mount
 from anylaunch.redact import MASK, is_secret_name
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$")
@@ -55,27 +55,8 @@ def slurm_time(seconds: int) -> str:
     return f"{days}-{text}" if days else text
 
 
-class VolumeMapping(BaseModel):
+class VolumeMapping(Mount):
     """A bind mount into the Pyxis container: `source` on the nodes -> `dest` inside."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    source: str
-    dest: str
-    readonly: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_string(cls, value: Any) -> Any:
-        """`"src:dst[:ro]"` and a bare `"/path"` (same path inside) are the usual shorthands."""
-        if isinstance(value, str):
-            parts = value.split(":")
-            if len(parts) == 1 and parts[0]:
-                return {"source": parts[0], "dest": parts[0]}
-            if len(parts) in (2, 3) and all(parts[:2]) and parts[2:] in ([], ["ro"], ["rw"]):
-                return {"source": parts[0], "dest": parts[1], "readonly": parts[2:] == ["ro"]}
-            raise ValueError("write 'source:dest' or 'source:dest:ro', or a mapping")
-        return value
 
     def pyxis(self) -> str:
         return f"{self.source}:{self.dest}" + (":ro" if self.readonly else "")
