@@ -1,0 +1,187 @@
+"""The dashboard's routes: pages, fragments for live refresh, the log stream, actions.
+
+Handlers are thin: data comes from `lists` and `detail` (the CLI's API underneath),
+markup from the templates, and every page passes the Masker last. Sync handlers run in
+Starlette's thread pool, so each opens its own Store (SQLite connections belong to the
+thread that made them) and closes it when done.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from anylaunch.errors import AnylaunchError, JobNotFound
+from anylaunch.state import State
+from anylaunch.store import Store
+from anylaunch.tables import age
+from anylaunch.ui import detail, lists, live, plots
+from anylaunch.ui.masking import Masker
+
+BACKENDS = ("local", "slurm", "skypilot", "lepton")
+REFRESH_MS = 2000
+
+
+class Dashboard:
+    """One server's state: where the store is, the Masker, the templates, the action token."""
+
+    def __init__(self, root: Path, action_token: str, masker: Masker | None = None) -> None:
+        self.root = root
+        self.masker = masker or Masker()
+        self.action_token = action_token
+        self.templates = Environment(
+            loader=PackageLoader("anylaunch.ui", "templates"),
+            autoescape=select_autoescape(default=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates.globals.update(
+            action_token=action_token,
+            states=[s.value for s in State],
+            backends=BACKENDS,
+            refresh_ms=REFRESH_MS,
+            when=lambda at: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)),
+            ago=lambda at: age(time.time() - at),
+            span=plots.span,
+        )
+
+    @contextmanager
+    def store(self) -> Iterator[Store]:
+        store = Store(self.root)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def render(self, name: str, secret_names: list[str] | None = None, **context: Any) -> str:
+        """The template's HTML with every known secret value masked: the last gate."""
+        html = self.templates.get_template(name).render(**context)
+        return self.masker.text(html, secret_names or ())
+
+    # -- pages ----------------------------------------------------------------------------
+
+    def index(self, request: Request) -> HTMLResponse:
+        filters = _filters(request)
+        with self.store() as store:
+            page = lists.front_page(store, filters)
+        return HTMLResponse(self.render("index.html", filters=filters, page=page))
+
+    def lists_fragment(self, request: Request) -> HTMLResponse:
+        filters = _filters(request)
+        with self.store() as store:
+            page = lists.front_page(store, filters)
+        return HTMLResponse(self.render("_lists.html", filters=filters, page=page))
+
+    def job(self, request: Request) -> HTMLResponse:
+        with self.store() as store:
+            page = detail.job_page(store, request.path_params["job_id"], self.masker)
+        return HTMLResponse(self.render("job.html", page.secret_names, job=page.record, page=page))
+
+    def curve(self, request: Request) -> HTMLResponse:
+        with self.store() as store:
+            svg = detail.curve(store, request.path_params["job_id"])
+        return HTMLResponse(self.masker.text(svg))
+
+    def report(self, request: Request) -> Response:
+        from anylaunch.reports import profile_reports
+
+        with self.store() as store:
+            reports = profile_reports(store.get(request.path_params["job_id"]))
+        index = request.path_params["index"]
+        if index >= len(reports):
+            raise JobNotFound(f"no report {index} for this job")
+        # Only a path the job's plan names: the index never lets a request pick a file.
+        return FileResponse(reports[index], filename=Path(reports[index]).name)
+
+    def run(self, request: Request) -> HTMLResponse:
+        with self.store() as store:
+            page = detail.run_page(store, request.path_params["run_id"], self.masker)
+        return HTMLResponse(self.render("run.html", page=page, view=page.view))
+
+    async def logs(self, request: Request) -> StreamingResponse:
+        job_id = request.path_params["job_id"]
+        with self.store() as store:
+            job_id = store.get(job_id).id  # 404 now, not inside the stream
+        events = live.stream(self.root, job_id, self.masker, request.headers.get("last-event-id"))
+        return StreamingResponse(
+            events, media_type="text/event-stream", headers={"x-accel-buffering": "no"}
+        )
+
+    # -- actions: the CLI's code paths ----------------------------------------------------
+
+    def cancel(self, request: Request) -> JSONResponse:
+        """`anylaunch cancel JOB`: record the intent, stop it on its backend, wait."""
+        from anylaunch import api
+
+        with self.store() as store:
+            job = api.get(request.path_params["job_id"], store=store)
+            state = job.cancel()
+        return JSONResponse({"id": job.id, "state": state.value})
+
+    def retry(self, request: Request) -> JSONResponse:
+        """`anylaunch retry RUN --failed`: submit what a crash left unsent, then resubmit
+        the failed splits under their split ids."""
+        from anylaunch import runs
+
+        with self.store() as store:
+            view = runs.load(request.path_params["run_id"], store)
+            resumed = runs.resume_unsent(view, store)
+            if resumed:
+                view = runs.load(view.id, store)
+            retried = runs.retry_failed(view, store)
+        return JSONResponse({"run": view.id, "retried": retried, "resumed": resumed})
+
+    # -- errors ---------------------------------------------------------------------------
+
+    async def error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, AnylaunchError)
+        status = 404 if isinstance(exc, JobNotFound) else 400
+        message = self.masker.text(exc.message)
+        if request.method != "GET":
+            return JSONResponse({"error": {"code": exc.code, "message": message}}, status)
+        return HTMLResponse(self.render("error.html", message=message), status)
+
+
+def _filters(request: Request) -> lists.Filters:
+    query = request.query_params
+    backend = query.get("backend") or None
+    state = query.get("state") or None
+    page = query.get("page", "0")
+    return lists.Filters(
+        backend=backend if backend in BACKENDS else None,
+        state=State(state) if state in State.__members__ else None,
+        page=int(page) if page.isdigit() else 0,
+    )
+
+
+def create_app(root: Path, action_token: str, masker: Masker | None = None) -> Starlette:
+    board = Dashboard(root, action_token, masker)
+    routes = [
+        Route("/", board.index),
+        Route("/fragments/lists", board.lists_fragment),
+        Route("/jobs/{job_id}", board.job),
+        Route("/jobs/{job_id}/curve", board.curve),
+        Route("/jobs/{job_id}/logs", board.logs),
+        Route("/jobs/{job_id}/reports/{index:int}", board.report),
+        Route("/jobs/{job_id}/cancel", board.cancel, methods=["POST"]),
+        Route("/runs/{run_id}", board.run),
+        Route("/runs/{run_id}/retry", board.retry, methods=["POST"]),
+        Mount("/static", StaticFiles(packages=[("anylaunch.ui", "static")]), name="static"),
+    ]
+    return Starlette(routes=routes, exception_handlers={AnylaunchError: board.error})

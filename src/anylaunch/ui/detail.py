@@ -1,0 +1,156 @@
+"""What the job and run pages show, gathered through the same API the CLI uses.
+
+Everything here is read per request from the store and the backend; nothing is cached, so
+a page is never staler than the poll that built it. All text meant for the page passes
+through the Masker before it leaves this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from anylaunch import api, runs
+from anylaunch.backends.base import LogSource, get_backend
+from anylaunch.reports import profile_reports
+from anylaunch.runs import RunView
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store
+from anylaunch.ui import metrics, plots
+from anylaunch.ui.masking import Masker
+
+CURVE_BYTES = 4 << 20  # the end of each log is enough for a curve
+RUN_LANES = 100  # attempts drawn in a run's timeline; the grid shows every split
+
+
+@dataclass
+class Node:
+    node: int
+    where: str  # the log file, or the backend that serves the text
+    size: int
+    last_line: str
+
+
+@dataclass
+class JobPage:
+    record: JobRecord
+    events: list[dict[str, Any]]
+    nodes: list[Node]
+    timeline: str
+    curve: str
+    spec_json: str
+    plan_json: str
+    plan_files: dict[str, str]
+    reports: list[str]
+    diagnosis: dict[str, Any] | None
+    secret_names: list[str] = field(default_factory=list)
+
+
+def secret_names(record: JobRecord) -> list[str]:
+    """Variables whose values this job holds as secrets (masked wherever they appear)."""
+    return list(record.plan.get("secret_env", []))
+
+
+def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
+    job = api.get(job_id, store=store)
+    job.status()  # polls the backend if the job is live
+    record = job.record
+    names = secret_names(record)
+    sources = _sources(record)
+    events = masker.data(job.events(), names)
+    diagnosis = None
+    if record.state.terminal and record.state is not State.SUCCEEDED:
+        diagnosis = masker.data(job.diagnose().to_json(), names)
+    plan = dict(record.plan)
+    files = plan.pop("files", {}) or {}
+    return JobPage(
+        record=record,
+        events=events,
+        nodes=[_node(s, masker, names) for s in sources],
+        timeline=plots.timeline([plots.lane(record.id, events, not record.state.terminal)]),
+        curve=plots.curve(_progress(sources)),
+        spec_json=masker.text(json.dumps(record.spec, indent=2), names),
+        plan_json=masker.text(json.dumps(plan, indent=2), names),
+        plan_files={k: masker.text(v, names) for k, v in files.items()},
+        reports=profile_reports(record),
+        diagnosis=diagnosis,
+        secret_names=names,
+    )
+
+
+def curve(store: Store, job_id: str) -> str:
+    """Only the training curve, for the page to redraw while the job runs."""
+    return plots.curve(_progress(_sources(store.get(job_id))))
+
+
+def _sources(record: JobRecord) -> list[LogSource]:
+    try:
+        return list(get_backend(record.backend).logs(record, None))
+    except Exception:  # a backend that cannot be reached still leaves the rest of the page
+        return []
+
+
+def _node(source: LogSource, masker: Masker, names: list[str]) -> Node:
+    if source.text is not None:
+        text, size, where = source.text[-4096:], len(source.text), "backend"
+    else:
+        text, size = _tail(source.path, 4096)
+        where = source.path or ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return Node(source.node, where, size, masker.text(lines[-1] if lines else "", names))
+
+
+def _progress(sources: list[LogSource]) -> metrics.Progress:
+    """The first node (by rank) whose log has a step or a loss: rank 0 usually prints them."""
+    for source in sorted(sources, key=lambda s: s.node):
+        text = (
+            source.text[-CURVE_BYTES:]
+            if source.text is not None
+            else _tail(source.path, CURVE_BYTES)[0]
+        )
+        progress = metrics.parse(text)
+        if progress.points:
+            return progress
+    return metrics.Progress([], None)
+
+
+def _tail(path: str | None, size: int) -> tuple[str, int]:
+    """The last `size` bytes of a file as text, and the file's size (0 when absent)."""
+    if not path:
+        return "", 0
+    try:
+        with open(path, "rb") as handle:
+            total = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, total - size))
+            return handle.read().decode("utf-8", errors="replace"), total
+    except OSError:
+        return "", 0
+
+
+@dataclass
+class RunPage:
+    view: RunView
+    counts: dict[str, int]
+    timeline: str
+    failed: list[int]
+    lanes_cut: int  # attempts left out of the timeline
+
+
+def run_page(store: Store, run_id: str, masker: Masker) -> RunPage:
+    view = runs.load(run_id, store)  # polls its live splits, as `anylaunch status RUN` does
+    lanes, total = [], 0
+    for split_id, attempts in sorted(view.splits.items()):
+        for number, attempt in enumerate(attempts, 1):
+            total += 1
+            if len(lanes) < RUN_LANES:
+                events = masker.data(store.events(attempt.id))
+                label = f"split {split_id}" + (f" #{number}" if len(attempts) > 1 else "")
+                lanes.append(
+                    plots.lane(label, events, not attempt.state.terminal, f"/jobs/{attempt.id}")
+                )
+    counts: dict[str, int] = {}
+    for attempts in view.splits.values():
+        counts[attempts[-1].state.value] = counts.get(attempts[-1].state.value, 0) + 1
+    return RunPage(view, counts, plots.timeline(lanes), view.failed(), total - len(lanes))

@@ -1,0 +1,141 @@
+"""Live logs for the job page as server-sent events, every node's lines as they appear.
+
+Each tick reads the job's state first and then what each node's log gained, so lines
+written before the job ended are always sent before the `end` event (the rule of
+`anylaunch.logs.follow`). Offsets only advance over complete lines, and each event's id
+holds them: a browser that reconnects (EventSource sends Last-Event-ID) resumes where it
+stopped, without a repeated or a half line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from starlette.concurrency import run_in_threadpool
+
+from anylaunch import api
+from anylaunch.backends.base import LogSource, get_backend
+from anylaunch.state import State
+from anylaunch.store import Store
+from anylaunch.ui.detail import secret_names
+from anylaunch.ui.masking import Masker
+
+TAIL_BYTES = 256 << 10  # a new viewer gets the end of a long log, not all of it
+KEEPALIVE_S = 15.0
+
+
+@dataclass
+class Offsets:
+    """How far each node's log has been sent: bytes of a file, characters of a text."""
+
+    done: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, token: str | None) -> Offsets:
+        done = {}
+        for part in (token or "").split(","):
+            node, _, offset = part.partition(":")
+            if node.isdigit() and offset.isdigit():
+                done[int(node)] = int(offset)
+        return cls(done)
+
+    def token(self) -> str:
+        return ",".join(f"{n}:{o}" for n, o in sorted(self.done.items()))
+
+    def read(self, source: LogSource, final: bool) -> list[str]:
+        """The complete lines this node's log gained (and the unfinished one, if `final`)."""
+        start = self.done.get(source.node)
+        if source.text is not None:
+            base, data = 0, source.text.encode()  # offsets in bytes for both kinds of source
+        elif start is None:  # first sight of a file: only its end
+            base = max(0, _size(source.path) - TAIL_BYTES)
+            data = _read_from(source.path, base)
+        else:
+            base, data = start, _read_from(source.path, start)
+        if start is not None:
+            pos = start - base
+        elif base or len(data) > TAIL_BYTES:  # begin at a line, not inside one
+            pos = max(0, len(data) - TAIL_BYTES)
+            pos = data.find(b"\n", pos) + 1 or len(data)
+        else:
+            pos = 0
+        end = len(data) if final else data.rfind(b"\n", pos) + 1
+        if end <= pos:
+            self.done[source.node] = base + pos
+            return []
+        self.done[source.node] = base + end
+        return data[pos:end].decode("utf-8", errors="replace").splitlines()
+
+
+def _size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
+
+
+def _read_from(path: str | None, start: int | None) -> bytes:
+    if not path:
+        return b""
+    try:
+        with open(path, "rb") as handle:
+            if start:
+                handle.seek(start)
+            return handle.read()
+    except FileNotFoundError:
+        return b""
+
+
+def _tick(
+    root: Path, job_id: str, offsets: Offsets
+) -> tuple[str, list[tuple[int, str]], list[str]]:
+    """One look at the job: its state, then the new lines of every node (in a worker thread:
+    the store's connection is opened and closed here, in the thread that uses it)."""
+    store = Store(root)
+    try:
+        job = api.get(job_id, store=store)
+        state = job.status()
+        record = job.record
+        lines = []
+        for source in get_backend(record.backend).logs(record, None):
+            lines += [(source.node, line) for line in offsets.read(source, state.terminal)]
+        return state.value, lines, secret_names(record)
+    finally:
+        store.close()
+
+
+def _event(kind: str, data: object, event_id: str | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data)}\n\n"
+
+
+async def stream(
+    root: Path, job_id: str, masker: Masker, last_event_id: str | None, interval: float = 0.5
+) -> AsyncIterator[str]:
+    """`line` events ({node, text}), `state` when it changes, `end` once all is sent."""
+    offsets = Offsets.parse(last_event_id)
+    shown_state = None
+    quiet = 0.0
+    yield "retry: 2000\n\n"
+    while True:
+        state, lines, names = await run_in_threadpool(_tick, root, job_id, offsets)
+        if lines:
+            batch = [{"node": n, "text": masker.text(t, names)} for n, t in lines]
+            yield _event("lines", batch, offsets.token())
+            quiet = 0.0
+        if state != shown_state:
+            yield _event("state", {"state": state})
+            shown_state = state
+        if State(state).terminal:
+            yield _event("end", {"state": state}, offsets.token())
+            return
+        await asyncio.sleep(interval)
+        quiet += interval
+        if quiet >= KEEPALIVE_S:  # proxies and browsers drop connections that say nothing
+            yield ": keepalive\n\n"
+            quiet = 0.0
