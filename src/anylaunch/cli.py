@@ -416,6 +416,32 @@ def lepton_emulator(
 
 
 @cli.command()
+@click.option("--port", type=int, default=8471, show_default=True, help="0 picks a free port.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Another address serves beyond this machine, behind a printed access token.",
+)
+@_handles_errors
+def ui(port: int, host: str) -> None:
+    """Serve a web dashboard of jobs and runs until interrupted: live logs, timelines,
+    diagnosis, cancel and retry (the same code paths as these commands)."""
+    from anylaunch.errors import UsageError
+
+    try:
+        from anylaunch.ui.server import serve
+    except ImportError as exc:
+        raise UsageError(f"the dashboard needs {exc.name} — pip install 'anylaunch[ui]'") from None
+    try:
+        serve(host=host, port=port)
+    except OSError as exc:
+        raise UsageError(
+            f"ui: cannot serve on {host}:{port}: {exc.strerror} — try --port 0"
+        ) from None
+
+
+@cli.command()
 @click.argument("job_id", required=False)
 @click.option(
     "--log", "log_file", type=click.Path(dir_okay=False), help="Diagnose a log file instead."
