@@ -13,6 +13,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from markupsafe import escape
+
 from anylaunch.redact import is_secret_name, mask
 
 
@@ -25,8 +27,9 @@ class Masker:
 
     def _values(self, names: Iterable[str]) -> set[str]:
         values = {self._environ[n] for n in names if self._environ.get(n)}
-        # The page shows HTML and JSON: a value with & < > " ' changes form when escaped.
-        return values | {html.escape(v) for v in values}
+        # A value with & < > " ' changes form when escaped: Jinja2 (markupsafe) and the
+        # standard library spell quotes differently, so mask both spellings.
+        return values | {html.escape(v) for v in values} | {str(escape(v)) for v in values}
 
     def secrets(self, secret_names: Iterable[str] = ()) -> set[str]:
         return self._base | self._values(secret_names)
