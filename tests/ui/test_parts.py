@@ -1,0 +1,88 @@
+"""The dashboard's parts without a browser: progress parsing, plots, log offsets, masking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from anylaunch.backends.base import LogSource
+from anylaunch.ui import metrics, plots
+from anylaunch.ui.live import TAIL_BYTES, Offsets
+from anylaunch.ui.masking import Masker
+
+
+def test_progress_is_read_from_the_shapes_programs_print():
+    text = "\n".join(
+        [
+            "rank=0 world_size=4",
+            "step 1 loss 0.9000",  # examples/ddp_demo.py
+            "step: 2/10, loss=0.5",
+            "{'loss': 0.25, 'global_step': 3}",
+            "epoch 1 train_loss 0.2 step 4",
+            "nothing here",
+        ]
+    )
+    progress = metrics.parse(text)
+    assert [(p.step, p.loss) for p in progress.points] == [
+        (1, 0.9),
+        (2, 0.5),
+        (3, 0.25),
+        (4, 0.2),
+    ]
+    assert progress.total_steps == 10 and progress.last_step == 4
+
+
+def test_a_curve_only_when_there_is_something_to_draw():
+    assert plots.curve(metrics.parse("hello\nworld")) == ""
+    svg = plots.curve(metrics.parse("\n".join(f"step {i} loss {1 / i}" for i in range(1, 50))))
+    assert 'aria-label="loss curve"' in svg and 'data-points="49"' in svg
+    steps = plots.curve(metrics.parse("step 1\nstep 2\nstep 3"))
+    assert 'aria-label="step curve"' in steps
+    many = metrics.parse("\n".join(f"step {i} loss 1" for i in range(5000)))
+    assert len(many.points) == metrics.MAX_POINTS and many.points[-1].step == 4999
+
+
+def test_timeline_draws_states_and_marks_a_resubmission():
+    events = [
+        {"at": 100.0, "state": "PENDING", "detail": "recorded"},
+        {"at": 101.0, "state": "RUNNING", "detail": None},
+        {"at": 150.0, "state": "RUNNING", "detail": "evicted; resubmitted <attempt 2>"},
+        {"at": 200.0, "state": "SUCCEEDED", "detail": None},
+    ]
+    svg = plots.timeline([plots.lane("job1", events, live=False)])
+    assert svg.count('<rect class="seg') == 4 and svg.count('class="attempt"') == 1
+    assert "&lt;attempt 2&gt;" in svg and "<attempt" not in svg  # details are escaped
+    assert "+1 m 40 s" in svg
+    assert plots.timeline([]) == ""
+
+
+def test_log_offsets_advance_over_complete_lines_and_resume(tmp_path: Path):
+    log = tmp_path / "node-0.log"
+    log.write_bytes(b"one\ntwo\nthr")
+    source = LogSource(node=0, path=str(log))
+    offsets = Offsets()
+    assert offsets.read(source, final=False) == ["one", "two"]
+    with log.open("ab") as handle:
+        handle.write(b"ee\nfour")
+    resumed = Offsets.parse(offsets.token())  # a browser reconnecting with Last-Event-ID
+    assert resumed.read(source, final=False) == ["three"]
+    assert resumed.read(source, final=True) == ["four"]
+    assert resumed.read(source, final=True) == []
+
+
+def test_a_new_viewer_gets_the_end_of_a_long_log_from_a_line_start(tmp_path: Path):
+    log = tmp_path / "node-0.log"
+    lines = [f"line {i:07d}" for i in range(60_000)]  # ~780 KB
+    log.write_text("\n".join(lines) + "\n")
+    got = Offsets().read(LogSource(node=0, path=str(log)), final=False)
+    assert got[-1] == lines[-1] and got[0] in lines and len("\n".join(got)) <= TAIL_BYTES
+
+
+def test_masker_hides_secret_values_in_every_spelling():
+    masker = Masker({"HF_TOKEN": "ab\"c<d>&e'f", "MY_PASS_VAR": "plain-value", "HOME": "/root"})
+    raw = "token ab\"c<d>&e'f"
+    assert masker.text(raw) == "token ***"
+    assert masker.text("ab&#34;c&lt;d&gt;&amp;e&#39;f") == "***"  # markupsafe's escaping
+    assert masker.text("ab&quot;c&lt;d&gt;&amp;e&#x27;f") == "***"  # html.escape's
+    assert masker.text("plain-value") == "plain-value"  # not a secret's name
+    assert masker.text("plain-value", ["MY_PASS_VAR"]) == "***"  # named secret by the plan
+    assert masker.data({"env": ["x ab\"c<d>&e'f"]}) == {"env": ["x ***"]}
