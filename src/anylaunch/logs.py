@@ -19,8 +19,13 @@ if TYPE_CHECKING:
 def follow(
     job: Job, *, node: int | None = None, tail: int | None = None, interval: float = 0.25
 ) -> Iterator[str]:
-    """Yield complete lines as they appear, until the job is terminal and all is read."""
+    """Yield complete lines as they appear, until the job is terminal and all is read.
+
+    Polls every 20 ms at first, backing off to `interval`: the first lines of a job are
+    the ones a person waits for (a fixed 0.25 s added 125 ms on average to `run`).
+    """
     backend = get_backend(job.backend)
+    wait = min(0.02, interval)
     seen: dict[int, int] = {}  # node -> bytes (or characters, for text sources) consumed
     partial: dict[int, str] = {}
     first = True
@@ -44,7 +49,8 @@ def follow(
                 if rest:
                     yield f"[node {rank}] {rest}" if prefix else rest
             return
-        time.sleep(interval)
+        time.sleep(wait)
+        wait = min(wait * 1.5, interval)
 
 
 def _new_text(source: LogSource, seen: dict[int, int]) -> str:
