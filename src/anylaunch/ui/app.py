@@ -8,9 +8,11 @@ thread that made them) and closes it when done.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +53,9 @@ class Dashboard:
             trim_blocks=True,
             lstrip_blocks=True,
         )
+        version = _assets_version()
         self.templates.globals.update(
+            asset=lambda name: f"/static/{name}?v={version}",
             action_token=action_token,
             states=[s.value for s in State],
             backends=BACKENDS,
@@ -156,6 +160,14 @@ class Dashboard:
         if request.method != "GET":
             return JSONResponse({"error": {"code": exc.code, "message": message}}, status)
         return HTMLResponse(self.render("error.html", message=message), status)
+
+
+def _assets_version() -> str:
+    """A hash of the static files: their URLs change when they do, so they can be cached."""
+    digest = hashlib.sha256()
+    for name in sorted(resources.files("anylaunch.ui").joinpath("static").iterdir(), key=str):
+        digest.update(name.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def _filters(request: Request) -> lists.Filters:

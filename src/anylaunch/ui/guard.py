@@ -28,8 +28,11 @@ HEADERS = [
     (b"content-security-policy", f"{CSP}; form-action 'self'".encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),  # the token may be in the first URL
-    (b"cache-control", b"no-store"),
 ]
+# Pages are live: never cached. Static files are named by their content's hash (`?v=`),
+# so the browser keeps them and a page load costs one request.
+NO_STORE = (b"cache-control", b"no-store")
+IMMUTABLE = (b"cache-control", b"public, max-age=31536000, immutable")
 
 
 def _same(given: str, expected: str) -> bool:
@@ -63,9 +66,12 @@ class Guard:
             await refusal(scope, receive, send)
             return
 
+        static = scope["path"].startswith("/static/") and b"v=" in scope["query_string"]
+        extra = [*HEADERS, IMMUTABLE if static else NO_STORE]
+
         async def send_with_headers(message: dict) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *HEADERS]}
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

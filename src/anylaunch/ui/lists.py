@@ -8,7 +8,6 @@ are polled the way `ps` polls them: one backend call per backend, terminal jobs 
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, field
 
@@ -66,62 +65,71 @@ def front_page(store: Store, filters: Filters) -> FrontPage:
 
 def newest_runs(store: Store, filters: Filters, limit: int = RUNS_SHOWN) -> list[RunRow]:
     """The newest runs (groups of splits), each with its state by the rule of `RunView`."""
-    # Read-only SQL of our own: Store has no list of runs, and one query beats one per run.
+    # Read-only SQL of our own: Store has no list of runs, and two small queries beat
+    # loading every split of every run shown.
     with closing(sqlite3.connect(store.path, timeout=60)) as db:
-        where, args = "run_id IS NOT NULL", []
-        if filters.backend:
-            where += " AND backend = ?"
-            args.append(filters.backend)
-        ids = [
-            row[0]
-            for row in db.execute(
-                f"SELECT run_id, MIN(created_at) AS at FROM jobs WHERE {where}"
-                " GROUP BY run_id ORDER BY at DESC LIMIT ?",
-                (*args, limit),
-            )
+        ids = _run_ids(db, filters, limit)
+        counts = _latest_states(db, ids)
+        live = [
+            i for i, (_, by_state) in counts.items() if any(not State(s).terminal for s in by_state)
         ]
-        grouped, started, backend = _splits(db, ids)
-        live = [i for i, splits in grouped.items() if _live(splits)]
         if live:
             _poll_live(store, live)
-            grouped, started, backend = _splits(db, ids)
+            counts = _latest_states(db, ids)
     result = []
-    for run_id in ids:
-        view = RunView(run_id, backend[run_id], grouped[run_id])
-        if filters.state and view.state is not filters.state:
+    for run_id, started in ids:
+        backend, by_state = counts.get(run_id, ("", {}))
+        # RunView.state reads only which states the splits' latest attempts are in, so one
+        # stand-in attempt per state gives the CLI's verdict without loading every split.
+        view = RunView(
+            run_id,
+            backend,
+            {
+                i: [JobRecord(id="", name="", backend=backend, state=State(s), job_dir="")]
+                for i, s in enumerate(by_state)
+            },
+        )
+        if not by_state or (filters.state and view.state is not filters.state):
             continue
-        counts = Counter(a[-1].state.value for a in view.splits.values())
         result.append(
-            RunRow(
-                run_id, view.backend, started[run_id], view.state, len(view.splits), dict(counts)
-            )
+            RunRow(run_id, backend, started, view.state, sum(by_state.values()), by_state)
         )
     return result
 
 
-def _splits(
-    db: sqlite3.Connection, ids: list[str]
-) -> tuple[dict[str, dict[int, list[JobRecord]]], dict[str, float], dict[str, str]]:
-    """Each run's attempts per split (oldest first), its start and its backend."""
+def _run_ids(db: sqlite3.Connection, filters: Filters, limit: int) -> list[tuple[str, float]]:
+    """The newest runs from the small `runs` table (every run is recorded there first)."""
+    sql, args = "SELECT id, created_at FROM runs", []
+    if filters.backend:
+        sql += " WHERE EXISTS (SELECT 1 FROM jobs WHERE run_id = runs.id AND backend = ?)"
+        args.append(filters.backend)
+    sql += " ORDER BY created_at DESC LIMIT ?"
+    return [(row[0], row[1]) for row in db.execute(sql, (*args, limit))]
+
+
+def _latest_states(
+    db: sqlite3.Connection, ids: list[tuple[str, float]]
+) -> dict[str, tuple[str, dict[str, int]]]:
+    """Per run: its backend, and how many splits' newest attempt is in each state.
+
+    Newest by rowid (rows are only appended): `created_at` sits after the spec and plan
+    blobs in the row, and reading it would page through them for every split.
+    """
     rows = db.execute(
-        "SELECT run_id, split_id, state, backend, created_at FROM jobs"
-        f" WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY created_at",
-        ids,
-    ).fetchall()
-    grouped: dict[str, dict[int, list[JobRecord]]] = {i: {} for i in ids}
-    started: dict[str, float] = {}
-    backend: dict[str, str] = {}
-    for run_id, split_id, state, name, created in rows:
-        # Only what RunView.state reads: one rule for a run's state, the CLI's.
-        attempt = JobRecord(id="", name="", backend=name, state=State(state), job_dir="")
-        grouped[run_id].setdefault(split_id or 0, []).append(attempt)
-        started.setdefault(run_id, created)
-        backend.setdefault(run_id, name)
-    return grouped, started, backend
-
-
-def _live(splits: dict[int, list[JobRecord]]) -> bool:
-    return any(not attempts[-1].state.terminal for attempts in splits.values())
+        "SELECT run_id, split_id, state, backend FROM jobs"
+        f" WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY rowid",
+        [run_id for run_id, _ in ids],
+    )
+    newest: dict[tuple[str, int | None], str] = {}
+    backends: dict[str, str] = {}
+    for run_id, split_id, state, backend in rows:
+        newest[run_id, split_id] = state  # a later attempt overwrites an earlier one
+        backends.setdefault(run_id, backend)
+    result: dict[str, tuple[str, dict[str, int]]] = {}
+    for (run_id, _), state in newest.items():
+        by_state = result.setdefault(run_id, (backends[run_id], {}))[1]
+        by_state[state] = by_state.get(state, 0) + 1
+    return result
 
 
 def _poll_live(store: Store, run_ids: list[str]) -> None:

@@ -1,0 +1,169 @@
+"""The dashboard's first page with 10,000 jobs in the store (goal: under 300 ms).
+
+A real `anylaunch ui` over a filled store, asked over loopback HTTP: the server's whole
+render (one page of summary rows, the newest runs, the template) plus the transfer. When
+Debian's Chromium and Playwright are installed, a second row times the page in the
+browser, from navigation to the load event (HTML, stylesheet, script, first paint).
+Rounds are interleaved with the live-refresh fragment the open page fetches every 2 s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store, new_id
+from bench.common import Row, failed, interleaved, median_ms, ms, skipped
+
+GROUP = "ui"
+GOAL_MS = 300.0
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def fill(root: Path, count: int) -> None:
+    """`count` finished jobs, each with spec and plan blobs of a realistic few KB."""
+    store = Store(root)
+    spec = {"name": "train", "command": ["python", "train.py"], "env": {"X": "y" * 400}}
+    plan = {"payload": {"nodes": [{"argv": ["torchrun"] * 50, "env": {"A": "b" * 1000}}] * 2}}
+
+    def job(i: int, run_id: str | None = None, split_id: int | None = None) -> JobRecord:
+        return JobRecord(
+            id=new_id(),
+            name=f"job-{i}",
+            backend="local",
+            state=State.FAILED if i % 7 == 0 else State.SUCCEEDED,
+            job_dir=str(root / "jobs" / str(i)),
+            native_id=str(i),
+            exit_code=1 if i % 7 == 0 else 0,
+            run_id=run_id,
+            split_id=split_id,
+            spec=spec,
+            plan=plan,
+        )
+
+    # A third of the jobs are splits of 100-split runs, the rest single jobs.
+    singles = [i for i in range(count) if i % 3]
+    for start in range(0, len(singles), 5000):
+        store.add_many([job(i) for i in singles[start : start + 5000]])
+    in_runs = [i for i in range(count) if i % 3 == 0]
+    for start in range(0, len(in_runs), 100):
+        run_id = new_id()
+        store.add_run(
+            run_id,
+            None,
+            [job(i, run_id, n) for n, i in enumerate(in_runs[start : start + 100])],
+        )
+    store.close()
+
+
+def run(rounds: int = 20, jobs: int = 10_000) -> list[Row]:
+    case = f"first page, {jobs:,} jobs"
+    goal = f"≤ {GOAL_MS:g} ms"
+    missing = [m for m in ("starlette", "uvicorn", "jinja2") if importlib.util.find_spec(m) is None]
+    if missing:
+        return [skipped(GROUP, case, goal, f"{', '.join(missing)} missing (pip install '.[ui]')")]
+    home = Path(tempfile.mkdtemp(prefix="bench-ui-"))
+    server = None
+    try:
+        fill(home, jobs)
+        server, url = _start(home)
+        return [_http(url, rounds, case, goal), _browser(url, rounds, case, goal)]
+    except Exception as exc:
+        return [failed(GROUP, case, goal, exc)]
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _start(home: Path) -> tuple[subprocess.Popen[str], str]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "anylaunch", "ui", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "ANYLAUNCH_HOME": str(home)},
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    if not line.startswith("anylaunch ui: "):
+        server.kill()
+        raise RuntimeError(f"anylaunch ui did not start: {line!r}")
+    return server, line.split(": ", 1)[1].strip()
+
+
+def _http(url: str, rounds: int, case: str, goal: str) -> Row:
+    import httpx
+
+    with httpx.Client() as client:
+        start = time.perf_counter()
+        client.get(url).raise_for_status()
+        cold = (time.perf_counter() - start) * 1000
+        samples = interleaved(
+            {
+                "page": lambda: client.get(url).raise_for_status(),
+                "refresh": lambda: client.get(url + "fragments/lists").raise_for_status(),
+            },
+            rounds,
+        )
+    page, refresh = median_ms(samples["page"]), median_ms(samples["refresh"])
+    return Row(
+        GROUP,
+        f"{case} (HTTP)",
+        ours=ms(page),
+        goal=goal,
+        met=page <= GOAL_MS,
+        note=f"median of {rounds}; live refresh {ms(refresh)}; first request after start {ms(cold)}",
+        data={"page_ms": page, "refresh_ms": refresh, "cold_ms": cold},
+    )
+
+
+def _browser(url: str, rounds: int, case: str, goal: str) -> Row:
+    chromium = shutil.which("chromium")
+    if chromium is None or importlib.util.find_spec("playwright") is None:
+        return skipped(GROUP, f"{case} (Chromium)", goal, "chromium or playwright not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium, headless=True, args=FLAGS)
+        try:
+            page = browser.new_page()
+
+            def load() -> None:
+                page.goto(url, wait_until="load")
+                assert page.locator("tr[data-job-id]").count() == 50
+
+            samples = interleaved({"load": load}, rounds)
+        finally:
+            browser.close()
+    value = median_ms(samples["load"])
+    return Row(
+        GROUP,
+        f"{case} (Chromium)",
+        ours=ms(value),
+        goal=goal,
+        met=value <= GOAL_MS,
+        note=f"navigation to load event, median of {rounds}",
+        data={"load_ms": value},
+    )
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(row.as_dict())
