@@ -49,8 +49,10 @@ def deep_checks(spec: JobSpec) -> list[Check]:
     from anylaunch.backends.skypilot.validate import sky
 
     module = sky()
+    from sky.client import sdk as client  # enabled_clouds is not re-exported by `sky`
+
     try:
-        enabled = {str(c).lower() for c in module.get(module.enabled_clouds())}
+        enabled = {str(c).lower() for c in module.get(client.enabled_clouds())}
     except Exception as exc:
         return [
             Check("skypilot_api", "fail", f"SkyPilot's API server: {exc}", "run `sky api start`")
