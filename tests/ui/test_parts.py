@@ -33,6 +33,7 @@ def test_progress_is_read_from_the_shapes_programs_print():
 
 def test_a_curve_only_when_there_is_something_to_draw():
     assert plots.curve(metrics.parse("hello\nworld")) == ""
+    assert plots.curve(metrics.parse("step 1 loss 2.0")) == ""  # one point is no curve
     svg = plots.curve(metrics.parse("\n".join(f"step {i} loss {1 / i}" for i in range(1, 50))))
     assert 'aria-label="loss curve"' in svg and 'data-points="49"' in svg
     steps = plots.curve(metrics.parse("step 1\nstep 2\nstep 3"))

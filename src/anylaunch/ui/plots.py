@@ -109,7 +109,7 @@ def curve(progress: Progress, width: int = 600, height: int = 220) -> Markup:
             (float(i), float(p.step)) for i, p in enumerate(progress.points) if p.step is not None
         ]
         what = "step"
-    if not points:
+    if len(points) < 2:  # one point is no curve
         return Markup("")
     left, right, top, bottom = 56, 12, 12, 28
     xs, ys = [p[0] for p in points], [p[1] for p in points]
