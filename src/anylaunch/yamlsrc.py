@@ -48,6 +48,7 @@ class Located:
     data: dict[str, Any]
     file: str
     origins: dict[KeyPath, Origin] = field(default_factory=dict)
+    values: int = 0  # built so far: aliases may expand a small file exponentially
 
     def origin(self, path: KeyPath) -> Origin:
         """The origin of `path`, or of its nearest ancestor that has one."""
@@ -94,7 +95,19 @@ def parse(text: str, file: str) -> Located:
     return located
 
 
+MAX_VALUES = 100_000  # far beyond any job file; a YAML alias bomb reaches it in a blink
+
+
 def _build(node: yaml.Node, path: KeyPath, located: Located, ctor: Any) -> Any:
+    located.values += 1
+    if located.values > MAX_VALUES:
+        raise ConfigError(
+            f"the file expands to more than {MAX_VALUES} values",
+            file=located.file,
+            line=node.start_mark.line + 1,
+            key=format_path(path),
+            fix="YAML aliases (*name) that repeat each other multiply: write the values out",
+        )
     if isinstance(node, yaml.MappingNode):
         ctor.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
         out: dict[str, Any] = {}
@@ -130,6 +143,14 @@ def _build(node: yaml.Node, path: KeyPath, located: Located, ctor: Any) -> Any:
         return items
     try:
         return ctor.construct_object(node, deep=True)
+    except (ValueError, OverflowError) as exc:  # e.g. an int of more than 4300 digits
+        raise ConfigError(
+            f"cannot read value: {exc}",
+            file=located.file,
+            line=node.start_mark.line + 1,
+            key=format_path(path),
+            fix="write a smaller number, or quote it to make it text",
+        ) from None
     except yaml.constructor.ConstructorError as exc:
         raise ConfigError(
             f"cannot read value: {exc.problem}",
