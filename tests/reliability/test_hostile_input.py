@@ -1,0 +1,175 @@
+"""Hostile input: whatever a job file or `--set` holds gives a JobSpec or a one-line
+error — never a traceback — and shell metacharacters in names, commands, env values and
+paths reach the job literally, on the local backend and on Slurm.
+
+tests/test_config_fuzz.py covers text and structures through `config.from_text`; here:
+the override parser on its own, raw bytes through `config.load` (files are bytes),
+YAML's own weapons (alias bombs, deep nesting, tags), and the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, wait_until
+
+from anylaunch import config, overrides
+from anylaunch.errors import ConfigError
+
+NASTY = (
+    "$(touch PWNED) `touch PWNED` ;touch PWNED; | & > < * ? ~ ' \" \\ \n\t{x} %s %n $$ ${HOME} !!"
+)
+
+
+def _one_line(call) -> None:
+    FIGURES["hostile inputs"] += 1
+    try:
+        call()
+    except ConfigError as exc:
+        assert exc.message and "\n" not in exc.message, exc.message
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_any_override_text_parses_or_is_one_line_error(text: str) -> None:
+    _one_line(lambda: overrides.parse_override(text))
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.binary(max_size=300))
+def test_any_bytes_in_a_job_file_load_or_are_one_line_error(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_bytes(data)
+    _one_line(lambda: config.load(path, environ={}))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # billion laughs: aliases that expand exponentially
+        "a: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+                  for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+        + "command: [*i]\n",
+        "command: " + "[" * 5000 + "]" * 5000 + "\n",  # deeper than Python's recursion limit
+        "command: !!python/object/apply:os.system ['touch PWNED']\n",
+        "nodes: 1" + "0" * 5000 + "\n",
+        "env: {A: !!binary aGVsbG8=}\ncommand: 'true'\n",
+        "\ufeffcommand: 'true'\nname: " + "x" * 100000 + "\n",
+        "command: 'true'\n<<: {nodes: 2}\n",
+        "? [a, b]\n: c\ncommand: 'true'\n",
+        "command: 'true'\nenv: {'': x}\n",
+        "command: 'true'\nenv: {'A=B': x, 'A B': y}\n",
+    ],
+    ids=["alias-bomb", "deep", "python-tag", "huge-int", "binary", "bom-long", "merge",
+         "complex-key", "empty-env-name", "bad-env-names"],
+)  # fmt: skip
+def test_yaml_weapons_are_one_line_errors_from_the_cli(
+    text: str, tmp_path: Path, home: Path
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "run", str(path), "--dry-run", "--json"],
+        env=cli_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+    assert done.returncode in (0, 2), done.stderr[-2000:]
+    if done.returncode == 2:
+        assert "\n" not in json.loads(done.stdout)["error"]["message"]
+    assert not (tmp_path / "PWNED").exists()
+
+
+WORKDIR = "dir with 'quotes' $(x) ;&|"
+
+
+def _hostile_job(tmp_path: Path, backend: str) -> tuple[Path, Path, Path]:
+    """A job whose name, argv, env value and working directory carry shell syntax; the
+    program writes what it received as JSON."""
+    workdir = tmp_path / WORKDIR
+    workdir.mkdir()
+    out = tmp_path / "received.json"
+    dumper = workdir / "dump.py"
+    dumper.write_text(
+        "import json, os, sys\n"
+        f"json.dump({{'argv': sys.argv[1:], 'env': os.environ.get('NASTY'),"
+        f" 'cwd': os.getcwd()}}, open({str(out)!r}, 'w'))\n"
+    )
+    job = {
+        "name": "n$(touch PWNED);`x`",
+        "launcher": "none",
+        "command": [PY, str(dumper), NASTY, "--flag=$(touch PWNED)", "*"],
+        "env": {"NASTY": NASTY},
+        backend: {"workdir": str(workdir)},
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(json.dumps(job).replace("$", "$$"))  # JSON is YAML; `$$` is a literal `$`
+    return path, out, workdir
+
+
+def _check_received(out: Path, workdir: Path, tmp_path: Path) -> None:
+    got = json.loads(out.read_text())
+    assert got["argv"] == [NASTY, "--flag=$(touch PWNED)", "*"]
+    assert got["env"] == NASTY
+    assert os.path.realpath(got["cwd"]) == os.path.realpath(workdir)
+    assert not list(tmp_path.rglob("PWNED")) and not Path("PWNED").exists()
+
+
+def test_shell_metacharacters_reach_a_local_job_literally(tmp_path: Path, home: Path) -> None:
+    path, out, workdir = _hostile_job(tmp_path, "local")
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "run", str(path), "--json"],
+        env=cli_env(home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=workdir,
+    )
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0
+    assert done.returncode == 0, done.stderr
+    _check_received(out, workdir, tmp_path)
+
+
+def test_shell_metacharacters_reach_a_slurm_job_literally(
+    tmp_path: Path, home: Path, devstack: dict[str, str]
+) -> None:
+    path, out, workdir = _hostile_job(tmp_path, "slurm")
+    env = cli_env(home, SLURM_CONF=devstack["SLURM_CONF"])
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "run", str(path), "--json", "--detach", "--no-preflight"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=workdir,
+    )
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0
+    assert done.returncode == 0, done.stderr
+    job_id = json.loads(done.stdout)["id"]
+
+    def ended() -> dict | None:
+        status = subprocess.run(
+            [PY, "-m", "anylaunch", "status", job_id, "--json"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        data = json.loads(status.stdout)
+        return data if data["state"] in ("SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT") else None
+
+    final = wait_until(ended, timeout=90, what="the Slurm job to end", interval=0.5)
+    assert final["state"] == "SUCCEEDED", final
+    _check_received(out, workdir, tmp_path)
