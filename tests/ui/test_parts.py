@@ -87,3 +87,20 @@ def test_masker_hides_secret_values_in_every_spelling():
     assert masker.text("plain-value") == "plain-value"  # not a secret's name
     assert masker.text("plain-value", ["MY_PASS_VAR"]) == "***"  # named secret by the plan
     assert masker.data({"env": ["x ab\"c<d>&e'f"]}) == {"env": ["x ***"]}
+
+
+def test_a_backend_that_cannot_be_polled_leaves_the_list_standing(tmp_path: Path):
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord, Store
+    from anylaunch.ui import lists
+
+    store = Store(tmp_path)
+    store.add_many(
+        [
+            JobRecord(id="gone0001", name="a", backend="nowhere", state=State.RUNNING, job_dir="x"),
+            JobRecord(id="done0001", name="b", backend="local", state=State.SUCCEEDED, job_dir="y"),
+        ]
+    )
+    page = lists.front_page(store, lists.Filters())
+    assert sorted(r.id for r in page.jobs) == ["done0001", "gone0001"]
+    assert "not available" in page.problems["nowhere"]

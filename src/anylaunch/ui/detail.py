@@ -46,6 +46,7 @@ class JobPage:
     reports: list[str]
     diagnosis: dict[str, Any] | None
     secret_names: list[str] = field(default_factory=list)
+    problem: str | None = None
 
 
 def secret_names(record: JobRecord) -> list[str]:
@@ -55,7 +56,11 @@ def secret_names(record: JobRecord) -> list[str]:
 
 def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
     job = api.get(job_id, store=store)
-    job.status()  # polls the backend if the job is live
+    problem = None
+    try:
+        job.status()  # polls the backend if the job is live
+    except Exception as exc:  # the stored facts are still worth showing
+        problem = f"could not poll {job.backend}: {' '.join(str(exc).split())[:300]}"
     record = job.record
     names = secret_names(record)
     sources = _sources(record)
@@ -77,6 +82,7 @@ def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
         reports=profile_reports(record),
         diagnosis=diagnosis,
         secret_names=names,
+        problem=masker.text(problem, names) if problem else None,
     )
 
 

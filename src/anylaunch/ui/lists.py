@@ -49,6 +49,7 @@ class FrontPage:
     jobs: list[JobRecord]
     runs: list[RunRow]
     has_more: bool
+    problems: dict[str, str] = field(default_factory=dict)  # backend -> why it was not polled
 
 
 def front_page(store: Store, filters: Filters) -> FrontPage:
@@ -59,11 +60,30 @@ def front_page(store: Store, filters: Filters) -> FrontPage:
         limit=(page + 1) * PER_PAGE + 1, states=states, backend=filters.backend or None
     )
     shown = records[page * PER_PAGE : (page + 1) * PER_PAGE]
-    runs = newest_runs(store, filters) if page == 0 else []
-    return FrontPage(api.refresh(shown, store), runs, len(records) > (page + 1) * PER_PAGE)
+    problems = poll(shown, store)
+    runs = newest_runs(store, filters, problems) if page == 0 else []
+    return FrontPage(shown, runs, len(records) > (page + 1) * PER_PAGE, problems)
 
 
-def newest_runs(store: Store, filters: Filters, limit: int = RUNS_SHOWN) -> list[RunRow]:
+def poll(records: list[JobRecord], store: Store) -> dict[str, str]:
+    """Poll live jobs one backend at a time, so a backend that cannot be reached (a Slurm
+    controller down) leaves the others' jobs fresh; returns backend -> what went wrong."""
+    by_backend: dict[str, list[JobRecord]] = {}
+    for record in records:
+        if not record.state.terminal:
+            by_backend.setdefault(record.backend, []).append(record)
+    problems = {}
+    for backend, live in by_backend.items():
+        try:
+            api.refresh(live, store)
+        except Exception as exc:  # shown on the page; the list itself still renders
+            problems[backend] = " ".join(str(exc).split())[:300]
+    return problems
+
+
+def newest_runs(
+    store: Store, filters: Filters, problems: dict[str, str] | None = None, limit: int = RUNS_SHOWN
+) -> list[RunRow]:
     """The newest runs (groups of splits), each with its state by the rule of `RunView`."""
     # Read-only SQL of our own: Store has no list of runs, and two small queries beat
     # loading every split of every run shown.
@@ -74,7 +94,7 @@ def newest_runs(store: Store, filters: Filters, limit: int = RUNS_SHOWN) -> list
             i for i, (_, by_state) in counts.items() if any(not State(s).terminal for s in by_state)
         ]
         if live:
-            _poll_live(store, live)
+            (problems if problems is not None else {}).update(_poll_live(store, live))
             counts = _latest_states(db, ids)
     result = []
     for run_id, started in ids:
@@ -132,8 +152,9 @@ def _latest_states(
     return result
 
 
-def _poll_live(store: Store, run_ids: list[str]) -> None:
+def _poll_live(store: Store, run_ids: list[str]) -> dict[str, str]:
     """Let the backends move live splits along (the local backend records its own)."""
+    problems: dict[str, str] = {}
     for run_id in run_ids:
-        live = [r for r in store.list(limit=None, run_id=run_id) if not r.state.terminal]
-        api.refresh(live, store)
+        problems.update(poll(store.list(limit=None, run_id=run_id), store))
+    return problems

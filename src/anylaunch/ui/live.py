@@ -99,7 +99,10 @@ def _tick(
     store = Store(root)
     try:
         job = api.get(job_id, store=store)
-        state = job.status()
+        try:
+            state = job.status()
+        except Exception:  # backend unreachable now: the stored state, and try again next tick
+            state = job.record.state
         record = job.record
         lines = []
         for source in get_backend(record.backend).logs(record, None):
@@ -115,7 +118,7 @@ def _event(kind: str, data: object, event_id: str | None = None) -> str:
 
 
 async def stream(
-    root: Path, job_id: str, masker: Masker, last_event_id: str | None, interval: float = 0.5
+    root: Path, job_id: str, masker: Masker, last_event_id: str | None, interval: float = 1.0
 ) -> AsyncIterator[str]:
     """`line` events ({node, text}), `state` when it changes, `end` once all is sent."""
     offsets = Offsets.parse(last_event_id)
