@@ -25,7 +25,7 @@ MARK = "bench: first line"
 
 
 def run(rounds: int = 7) -> list[Row]:
-    return [_row("torchrun", rounds), _row("none", rounds)]
+    return [_row("torchrun", rounds), _row("none", 2 * rounds)]
 
 
 def _row(launcher: str, rounds: int) -> Row:
