@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -109,6 +110,13 @@ def stop(server: Server) -> None:
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait()
+
+
+@pytest.fixture(scope="session")
+def ui_kit() -> SimpleNamespace:
+    """The helpers tests need beyond fixtures (a server on a chosen address or store, the
+    planted secret), handed over as a fixture: test modules never import conftest."""
+    return SimpleNamespace(start=start_ui, stop=stop, secret=SECRET)
 
 
 @pytest.fixture

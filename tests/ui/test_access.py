@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from tests.ui.conftest import start_ui, stop
 
 
 @pytest.fixture
-def exposed(home):
+def exposed(home, ui_kit):
     """Served on another address than 127.0.0.1 (127.0.0.2: still this machine's loopback
     device, so nothing leaves it, but not the default address)."""
-    server = start_ui(home, "--host", "127.0.0.2")
+    server = ui_kit.start(home, "--host", "127.0.0.2")
     yield server
-    stop(server)
+    ui_kit.stop(server)
 
 
 def test_another_address_needs_the_printed_token(exposed, browser):

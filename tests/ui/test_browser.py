@@ -9,7 +9,6 @@ import sys
 import time
 
 from playwright.sync_api import expect
-from tests.ui.conftest import SECRET
 
 # A training-like program: prints its step and loss, and (carelessly) its token.
 TRAINER = f"""
@@ -80,12 +79,12 @@ def test_declining_the_confirmation_cancels_nothing(ui, page, submit, cli):
     assert cli("status", job["id"], "--json").json()["state"] in ("STARTING", "RUNNING")
 
 
-def test_a_planted_secret_never_reaches_the_page(ui, page, submit, home):
+def test_a_planted_secret_never_reaches_the_page(ui, page, submit, home, ui_kit):
     job = submit(TRAINER)
     page.goto(f"{ui.base}/jobs/{job['id']}")
     expect(page.locator("#log")).to_contain_text("step 2 loss")
     log_file = home / "jobs" / job["id"] / "logs" / "node-0.log"
-    assert SECRET in log_file.read_text()  # the program did print it: masking is needed
+    assert ui_kit.secret in log_file.read_text()  # the program did print it: masking is needed
     assert "token=***" in page.locator("#log").inner_text()
     seen = {"job page (live DOM)": page.content()}
     page.goto(ui.url)
@@ -100,7 +99,7 @@ def test_a_planted_secret_never_reaches_the_page(ui, page, submit, home):
     seen["log stream"] = page.request.get(f"{ui.base}/jobs/{job['id']}/logs").text()
     assert "token=***" in seen["log stream"]
     for where, text in seen.items():
-        assert SECRET not in text, where
+        assert ui_kit.secret not in text, where
     assert '"HF_TOKEN": "***"' in html.unescape(seen[f"/jobs/{job['id']}"])  # the spec, masked
 
 

@@ -11,7 +11,6 @@ import time
 
 import httpx
 import pytest
-from tests.ui.conftest import start_ui, stop
 
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
@@ -42,12 +41,12 @@ def fill(root, count: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def big_store(tmp_path_factory):
+def big_store(tmp_path_factory, ui_kit):
     root = tmp_path_factory.mktemp("big") / "home"
     fill(root, JOBS)
-    server = start_ui(root)
+    server = ui_kit.start(root)
     yield server
-    stop(server)
+    ui_kit.stop(server)
 
 
 def test_first_page_of_10000_jobs_renders_under_300_ms(big_store):
