@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -57,15 +58,27 @@ def seed_spot(write):
     return write(SEED_SPOT, "spot.yaml")
 
 
-@pytest.fixture
-def sky_home(tmp_path, monkeypatch) -> Path:
-    """A throw-away HOME for SkyPilot (it writes ~/.sky on import)."""
-    path = tmp_path / "skyhome"
-    path.mkdir()
-    monkeypatch.setenv("HOME", str(path))
+@pytest.fixture(scope="session")
+def _sky_session_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("skyhome")
+
+
+@pytest.fixture(autouse=True)
+def sky_home(_sky_session_home, monkeypatch) -> Path:
+    """SkyPilot writes ~/.sky on import and binds its paths then: every test here runs
+    with a throw-away HOME (one per session, as the module is imported once) and with
+    the network out of reach."""
+    monkeypatch.setenv("HOME", str(_sky_session_home))
     for key, value in OFFLINE.items():
         monkeypatch.setenv(key, value)
-    return path
+    return _sky_session_home
+
+
+# Import-free check: importing SkyPilot here would bind it to the developer's HOME.
+needs_sky = pytest.mark.skipif(
+    importlib.util.find_spec("sky") is None,
+    reason="SkyPilot is not installed (anylaunch[skypilot])",
+)
 
 
 @pytest.fixture(scope="session")

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, dedent, offline_uv
+from conftest import PROGRAMS, dedent, needs_sky, offline_uv
 
-pytest.importorskip("sky")
 # SkyPilot provisions an allocation and installs its runtime on it: about 40 s per launch
 # on a quiet machine, much more when the 2 cores are shared.
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [needs_sky, pytest.mark.timeout(600)]
 
 
 @pytest.fixture

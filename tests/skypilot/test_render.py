@@ -17,9 +17,9 @@ import yaml
 
 from anylaunch import config
 from anylaunch.errors import ConfigError
-from conftest import OFFLINE, SEED_SPOT
+from conftest import OFFLINE, SEED_SPOT, needs_sky
 
-pytest.importorskip("sky")
+pytestmark = needs_sky
 
 
 def dry_run(cli, path: Path, *args: str, env: dict[str, str] | None = None):

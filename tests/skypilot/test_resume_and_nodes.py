@@ -18,9 +18,9 @@ import pytest
 
 from anylaunch import api, config, resume
 from anylaunch.store import Store
-from conftest import PROGRAMS, ROOT
+from conftest import PROGRAMS, ROOT, needs_sky
 
-pytest.importorskip("sky")
+pytestmark = needs_sky
 
 
 def rendered_run(path: Path, store_root: Path) -> str:
@@ -51,14 +51,16 @@ def test_newest_complete_checkpoint_skips_partial_saves(tmp_path):
     ckpt = tmp_path / "ckpt"
     assert newest(ckpt) == ""  # no directory yet: a first attempt
     ckpt.mkdir()
-    (ckpt / "epoch_0_step_90").mkdir()
-    (ckpt / "epoch_0_step_90" / "model.safetensors").write_text("w")
-    (ckpt / "epoch_0_step_100").mkdir()
-    (ckpt / "epoch_0_step_100" / "model.safetensors").write_text("w")
-    (ckpt / "epoch_0_step_110").mkdir()  # a save that had just begun
+    for step in (90, 100):  # torch DCP writes .metadata last: the save is whole
+        (ckpt / f"epoch_0_step_{step}" / "model").mkdir(parents=True)
+        (ckpt / f"epoch_0_step_{step}" / "model" / "__0_0.distcp").write_text("w")
+        (ckpt / f"epoch_0_step_{step}" / "model" / ".metadata").write_text("m")
+    (ckpt / "epoch_0_step_110" / "model").mkdir(parents=True)  # cut off mid-write
+    (ckpt / "epoch_0_step_110" / "model" / "__0_0.distcp").write_text("half")
     (ckpt / "epoch_0_step_120.tmp").write_text("cut off")
     (ckpt / "epoch_0_step_130").mkdir()
-    (ckpt / "epoch_0_step_130" / ".incomplete").write_text("")
+    (ckpt / "epoch_0_step_130" / ".complete").write_text("")
+    (ckpt / "epoch_0_step_130" / ".incomplete").write_text("")  # the veto wins
     assert newest(ckpt) == f"{ckpt}/epoch_0_step_100"
 
 
