@@ -137,3 +137,18 @@ def test_run_grid_shows_splits_by_state_and_retry_resubmits_only_the_failed(ui, 
     status = cli("status", run_id, "--json").json()
     assert [len(s["attempts"]) for s in status["splits"]] == [1, 2, 1]
     assert page.locator("svg.timeline rect.seg").count() >= 4  # one lane per attempt
+
+
+def test_a_failed_job_shows_its_diagnosis_and_evidence(ui, page, cli, write):
+    path = write(
+        f"""
+        name: oom
+        launcher: none
+        command: [{sys.executable}, -c, "import sys; print('step 1 loss 2.5'); print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.'); sys.exit(1)"]
+        """
+    )
+    job = cli("run", str(path), "--json").json()
+    page.goto(f"{ui.base}/jobs/{job['id']}")
+    expect(page.locator(".diagnosis h2")).to_contain_text("OOM_GPU")
+    expect(page.locator(".diagnosis table.evidence")).to_contain_text("CUDA out of memory")
+    expect(page.locator("#log")).to_contain_text("Tried to allocate")

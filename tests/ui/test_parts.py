@@ -104,3 +104,29 @@ def test_a_backend_that_cannot_be_polled_leaves_the_list_standing(tmp_path: Path
     page = lists.front_page(store, lists.Filters())
     assert sorted(r.id for r in page.jobs) == ["done0001", "gone0001"]
     assert "not available" in page.problems["nowhere"]
+
+
+def test_job_page_lists_nsys_reports_and_serves_only_those(tmp_path: Path, ui_kit):
+    import httpx
+
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord, Store
+
+    reports = tmp_path / "nsys"
+    reports.mkdir()
+    (reports / "rank0.nsys-rep").write_bytes(b"NSYS")
+    store = Store(tmp_path / "home")
+    plan = {"payload": {"nodes": [], "nsys_reports": f"{reports}/*.nsys-rep"}}
+    record = JobRecord(
+        id="prof0001", name="p", backend="local", state=State.SUCCEEDED, job_dir="x", plan=plan
+    )
+    store.add(record)
+    server = ui_kit.start(tmp_path / "home")
+    try:
+        page = httpx.get(f"{server.base}/jobs/prof0001").text
+        assert "Nsight Systems reports" in page and "rank0.nsys-rep" in page
+        download = httpx.get(f"{server.base}/jobs/prof0001/reports/0")
+        assert download.status_code == 200 and download.content == b"NSYS"
+        assert httpx.get(f"{server.base}/jobs/prof0001/reports/1").status_code == 404
+    finally:
+        ui_kit.stop(server)
