@@ -92,7 +92,7 @@ def resume_unsent(
     view: RunView, store: Store | None = None, environ: Mapping[str, str] | None = None
 ) -> list[int]:
     """Submit the splits a crashed `run` recorded but never handed to the backend (after
-    asking the backend which it has: see `api.reconcile`); return their split ids."""
+    asking the backend which it has: see `api.reconcile`); return the ids submitted."""
     from anylaunch import splits as run_splits
 
     store = store or Store()
@@ -100,8 +100,7 @@ def resume_unsent(
     if not todo:
         return []
     spec = spec_of(view, todo[0].split_id or 0, store, environ)
-    run_splits.resume(view.id, spec, store=store)
-    return sorted(r.split_id or 0 for r in todo)
+    return run_splits.resume(view.id, spec, store=store).submitted or []
 
 
 def spec_of(

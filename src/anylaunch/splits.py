@@ -52,6 +52,7 @@ class Run:
     id: str
     jobs: list[api.Job]
     store: Store
+    submitted: list[int] | None = None  # after `resume`: the splits it had to submit
 
     def states(self) -> dict[int, State]:
         """Each split's current state (one backend poll for all of them)."""
@@ -122,7 +123,8 @@ def run_key(spec: JobSpec, backend: str) -> str:
 
 
 def unsent(run_id: str, store: Store) -> list[JobRecord]:
-    """Splits of a run recorded but not (known to be) submitted, whose submitter is gone."""
+    """Splits of a run recorded without a native id (never submitted, or submitted and
+    never recorded), whose submitter is gone."""
     latest: dict[int, JobRecord] = {}
     for record in sorted(store.list(limit=None, run_id=run_id), key=lambda r: r.created_at):
         latest[record.split_id or 0] = record
@@ -130,7 +132,7 @@ def unsent(run_id: str, store: Store) -> list[JobRecord]:
         r
         for r in latest.values()
         if r.native_id is None
-        and not r.state.terminal
+        and (not r.state.terminal or "submitter" in r.meta)  # unsettled: maybe submitted
         and not busy_elsewhere(r.meta.get("submitter"))
     ]
 
@@ -160,7 +162,9 @@ def resume(run_id: str, spec: JobSpec, *, store: Store, max_parallel: int = 8) -
         for record, plan in planned:
             store.set_plan(record.id, plan.model_dump(mode="json"))
         _submit(impl, spec, planned, store, max_parallel)
-    return Run(run_id, [api.Job(store.get(r.id), store) for r in latest.values()], store)
+    run = Run(run_id, [api.Job(store.get(r.id), store) for r in latest.values()], store)
+    run.submitted = sorted(r.split_id or 0 for r in todo)
+    return run
 
 
 def _plan(
