@@ -18,6 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from reliability_helpers import (
     FIGURES,
     PY,
@@ -28,7 +29,9 @@ from reliability_helpers import (
     wait_until,
 )
 
-from anylaunch.store import Store
+from anylaunch.spec import JobSpec
+from anylaunch.state import State
+from anylaunch.store import Store, new_id
 
 SPLITS = 20
 TRIALS = 10
@@ -178,3 +181,66 @@ def run_ids(home: Path) -> list[str]:
         return []
     finally:
         db.close()
+
+
+def _recorded_and_sent_but_not_noted(spec: JobSpec, backend: str, store: Store, n: int):
+    """The state a crash right after the submit call leaves: every split recorded, the
+    backend holding the job(s), no native id written."""
+    from anylaunch import splits
+    from anylaunch.backends.base import get_backend
+
+    impl = get_backend(backend)
+    run_id = new_id()
+    planned = splits._plan(spec, impl, backend, store, run_id, [(i, new_id()) for i in range(n)])
+    store.add_run(run_id, None, [r for r, _ in planned])
+    if impl.capabilities.supports_arrays:
+        impl.submit_array(planned[0][1], {})
+    else:
+        for _, plan in planned:
+            impl.submit(plan, {})
+    return run_id
+
+
+def test_a_slurm_array_submitted_but_never_noted_is_found_by_its_comment_not_resubmitted(
+    home: Path, devstack: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anylaunch import splits
+    from anylaunch.backends.slurm import commands
+
+    monkeypatch.setenv("SLURM_CONF", devstack["SLURM_CONF"])
+    spec = JobSpec(command=["true"], launcher="none", slurm={}, splits=3)
+    store = Store(home)
+    run_id = _recorded_and_sent_but_not_noted(spec, "slurm", store, 3)
+    sbatches = commands.CALLS["sbatch"]
+    run = splits.resume(run_id, spec, store=store)
+    assert commands.CALLS["sbatch"] == sbatches and run.submitted == []
+    natives = sorted(j.record.native_id for j in run.jobs)
+    base = natives[0].split("_")[0]
+    assert natives == [f"{base}_{i}" for i in range(3)]
+    assert {j.wait(timeout=60) for j in run.jobs} == {State.SUCCEEDED}
+    FIGURES["crash trials"] += 1
+
+
+def test_a_lepton_job_created_but_never_noted_is_found_by_its_name_not_created_again(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anylaunch import splits
+    from anylaunch.lepton.emulator.server import Emulator
+
+    spec = JobSpec(
+        command=["true"], launcher="none", image="python:3.11", splits=2,
+        lepton={"resource_shape": "cpu.small"},
+    )  # fmt: skip
+    with Emulator(state_dir=tmp_path / "emulator") as emu:
+        for key, value in emu.env().items():
+            monkeypatch.setenv(key, value)
+        store = Store(home)
+        run_id = _recorded_and_sent_but_not_noted(spec, "lepton", store, 2)
+        run = splits.resume(run_id, spec, store=store)
+        assert run.submitted == []
+        assert len(emu.world.list("alive_and_archive")) == 2
+        assert sorted(j.record.native_id for j in run.jobs) == sorted(
+            j.id for j in emu.world.list("alive_and_archive")
+        )
+        assert {j.wait(timeout=60) for j in run.jobs} == {State.SUCCEEDED}
+    FIGURES["crash trials"] += 1
