@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import launch, lepton, others, plans, slurm, staging, startup
+from bench import launch, lepton, others, plans, slurm, staging, startup, ui
 from bench.common import Row, failed
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("startup", "plan", "slurm", "lepton", "launch", "staging")
+GROUPS = ("startup", "plan", "slurm", "lepton", "launch", "staging", "ui")
 
 
 def to_markdown(rows: list[Row]) -> str:
@@ -59,6 +59,7 @@ def main() -> None:
         "lepton": lepton.run,
         "launch": launch.run,
         "staging": staging.run,
+        "ui": ui.run,
     }
     started = time.perf_counter()
     rows: list[Row] = []
