@@ -10,26 +10,12 @@ asks SkyPilot which clouds it can use.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import asdict, dataclass
-from typing import Literal
 
 from anylaunch import resume
 from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.skypilot.validate import INSTALL
+from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
-
-Status = Literal["ok", "warn", "fail"]
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    message: str
-    fix: str | None = None
-
-    def to_json(self) -> dict[str, str | None]:
-        return asdict(self)
 
 
 def spec_checks(spec: JobSpec) -> list[Check]:
