@@ -331,12 +331,14 @@ class Job:
             text = source.text if source.text is not None else _read(source.path)
             lines += parse(text, node=source.node)
         native = getattr(backend, "native_signals", None)  # optional: events, reasons
+        events = [record.detail] if record.detail else []  # the backend's word for the end
+        events += native(record) if native else []
         return diagnose_lines(
             lines,
             state=record.state.value,
             exit_code=record.exit_code,
             cancel_requested=record.cancel_requested_at is not None,
-            events=native(record) if native else (),
+            events=events,
         )
 
 

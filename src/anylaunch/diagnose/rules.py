@@ -145,7 +145,7 @@ RULES: list[Rule] = [
     _r("PORT_IN_USE", r"Address already in use|EADDRINUSE|errno: 98\b|address in use"),
     _r(
         "SUBMIT_CONFIG",
-        r"sbatch: error|Batch job submission failed|Invalid account|invalid partition|Requested time limit is invalid|Invalid generic resource|Invalid qos|Requested node configuration is not available|\bValidationError\b.*(job|spec)|InvalidRequest|anylaunch: error: \S+:\d+:",
+        r"FAILED_PRECHECKS|sbatch: error|Batch job submission failed|Invalid account|invalid partition|Requested time limit is invalid|Invalid generic resource|Invalid qos|Requested node configuration is not available|\bValidationError\b.*(job|spec)|InvalidRequest|anylaunch: error: \S+:\d+:",
     ),
     _r(
         "NO_CAPACITY",
@@ -175,7 +175,7 @@ RULES: list[Rule] = [
         WEAK,
     ),
     # The program's own failure: the last line of a Python traceback, and the like.
-    _r("USER_ERROR", r"^(\w+\.)*\w*(Error|Exception)\b(:|$)", flags=0),
+    _r("USER_ERROR", r"^(\w+\.)*\w*(Error|Exception)\b(:|$)|FAILED_SETUP", flags=0),
     _r(
         "USER_ERROR",
         r"device-side assert triggered|Segmentation fault|core dumped|command not found|No module named|can't open file|CalledProcessError|illegal memory access",

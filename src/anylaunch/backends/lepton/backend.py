@@ -218,6 +218,20 @@ class LeptonBackend:
             )
         return found
 
+    def native_signals(self, job: JobRecord) -> list[str]:
+        """The job's Kubernetes events as lines for diagnosis (OOMKilled, image pulls, ...)."""
+        if not job.native_id:
+            return []
+        from anylaunch.errors import AnylaunchError
+
+        try:
+            with self._client() as client:
+                return [
+                    f"{e.type} {e.reason}: {e.message or ''}" for e in client.events(job.native_id)
+                ]
+        except AnylaunchError:
+            return []  # diagnosis still works from state and logs
+
     def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
         """With `deep`: the API answers with this token, the shape and node group resolve,
         and every mount's path is one the volume's storage permissions allow (R-L3)."""
