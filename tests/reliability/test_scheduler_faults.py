@@ -27,8 +27,6 @@ from pathlib import Path
 import pytest
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, wait_until
 
-NODE = "n2"
-
 
 @pytest.fixture
 def cluster(devstack: dict[str, str]) -> Iterator[dict[str, str]]:
@@ -57,27 +55,35 @@ def _ctld_up(env: dict[str, str]) -> bool:
 
 
 def _restore(env: dict[str, str]) -> None:
-    """slurmctld running (started the way scripts/devstack.d/slurm starts it) and the
+    """slurmctld running (started the way scripts/devstack.d/slurm starts it) and every
     node back in service."""
     if not _ctld_up(env):
         subprocess.run(["slurmctld"], env=env, timeout=60, check=False)
         wait_until(lambda: _ctld_up(env), timeout=60, what="slurmctld to answer")
-    state = _slurm(env, "sinfo", "-h", "-n", NODE, "-o", "%t").strip()
-    if state.startswith(("down", "drain", "drng")):
-        _slurm(env, "scontrol", "update", f"nodename={NODE}", "state=resume")
-    wait_until(
-        lambda: (
-            not _slurm(env, "sinfo", "-h", "-n", NODE, "-o", "%t")
-            .strip()
-            .startswith(("down", "drain"))
-        ),
+
+    def out_of_service() -> list[str]:
+        rows = _slurm(env, "sinfo", "-h", "-N", "-o", "%N %t").split()
+        return [
+            n
+            for n, t in zip(rows[::2], rows[1::2], strict=True)
+            if t.startswith(("down", "drain", "drng"))
+        ]
+
+    for node in out_of_service():
+        _slurm(env, "scontrol", "update", f"nodename={node}", "state=resume")
+    wait_until(lambda: not out_of_service(), timeout=60, what="every node back in service")
+
+
+def _node_of(env: dict[str, str], native: str) -> str:
+    return wait_until(
+        lambda: _slurm(env, "squeue", "-h", "-j", native, "-o", "%N").strip(),
         timeout=60,
-        what=f"{NODE} back in service",
+        what="the job's node",
     )
 
 
 def _job_file(tmp_path: Path, *, requeue: bool, seconds: int) -> tuple[Path, Path]:
-    """A one-node job pinned to NODE that logs each start (with Slurm's restart count)."""
+    """A one-node job that logs each start (with Slurm's restart count)."""
     runs = tmp_path / "starts.txt"
     path = tmp_path / "job.yaml"
     path.write_text(
@@ -86,7 +92,6 @@ def _job_file(tmp_path: Path, *, requeue: bool, seconds: int) -> tuple[Path, Pat
         f"command: [bash, -c, 'echo start-$${{SLURM_RESTART_COUNT:-0}} >> {runs}; sleep {seconds}']\n"
         "slurm:\n"
         f"  requeue: {str(requeue).lower()}\n"
-        f"  sbatch_lines: ['--nodelist={NODE}']\n"
     )
     return path, runs
 
@@ -115,7 +120,8 @@ def test_node_down_under_a_requeueable_job_requeues_it_and_it_succeeds(
     job = _cli(cluster, home, "run", str(path), "--detach", "--no-preflight")
     native = job["native_id"]
     wait_until(lambda: starts.exists(), timeout=60, what="the job to start")
-    _slurm(cluster, "scontrol", "update", f"nodename={NODE}", "state=down", "reason=anylaunch-test",
+    node = _node_of(cluster, native)
+    _slurm(cluster, "scontrol", "update", f"nodename={node}", "state=down", "reason=anylaunch-test",
            check=True)  # fmt: skip
     FIGURES["faults injected"] += 1
     wait_until(
@@ -124,7 +130,10 @@ def test_node_down_under_a_requeueable_job_requeues_it_and_it_succeeds(
         what="Slurm to requeue the job",
     )
     assert _cli(cluster, home, "status", job["id"])["state"] != "FAILED"
-    _restore(cluster)
+    # The devstack's slurmd answers at once (ReturnToService=2 puts the node back): drain
+    # it, or the job would restart there while its old step is still being torn down.
+    _slurm(cluster, "scontrol", "update", f"nodename={node}", "state=drain", "reason=anylaunch-test",
+           check=True)  # fmt: skip
     _slurm(cluster, "scontrol", "update", f"jobid={native}", "starttime=now", check=True)
     status = wait_until(
         lambda: (
@@ -146,7 +155,8 @@ def test_node_down_under_a_job_without_requeue_ends_it_failed_as_node_fail(
     path, starts = _job_file(tmp_path, requeue=False, seconds=30)
     job = _cli(cluster, home, "run", str(path), "--detach", "--no-preflight")
     wait_until(lambda: starts.exists(), timeout=60, what="the job to start")
-    _slurm(cluster, "scontrol", "update", f"nodename={NODE}", "state=down", "reason=anylaunch-test",
+    node = _node_of(cluster, job["native_id"])
+    _slurm(cluster, "scontrol", "update", f"nodename={node}", "state=down", "reason=anylaunch-test",
            check=True)  # fmt: skip
     FIGURES["faults injected"] += 1
     status = wait_until(
