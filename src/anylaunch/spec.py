@@ -8,6 +8,7 @@ their own models; routing picks one of them. Sizes have a neutral spelling (`nod
 from __future__ import annotations
 
 import shlex
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -146,6 +147,17 @@ class JobSpec(Strict):
         """Every s3:// URI the job reads or writes."""
         uris = [i.uri for i in self.inputs.values()] + list(self.outputs.values())
         return [u for u in uris if u.startswith("s3://")]
+
+    @field_validator("inputs", "outputs")
+    @classmethod
+    def _paths_stay_put(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # Path safety: a '..' would let staging link or upload outside the job's tree.
+        for path in value:
+            if ".." in PurePosixPath(path).parts or not path.strip():
+                raise ValueError(
+                    f"'{path}' climbs out with '..'; write a path inside the job's directory"
+                )
+        return value
 
     @field_validator("env", mode="before")
     @classmethod

@@ -258,3 +258,36 @@ def test_an_interrupted_upload_resumes_with_the_parts_already_sent(
     assert subprocess.run(argv, env=env).returncode == 0
     again = json.loads((tmp_path / "state" / "stage-out.json").read_text())
     assert (again["skipped"], again["uploaded"]) == (1, 0)
+
+
+def test_a_link_out_of_the_outputs_is_not_uploaded(tmp_path, s3client, bucket, s3env):
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "ok.txt").write_text("fine")
+    (tmp_path / "private.key").write_text("do-not-upload")
+    (out / "sneaky").symlink_to(tmp_path / "private.key")
+    manifest = tmp_path / "m.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "workdir": str(tmp_path),
+                "state_dir": str(tmp_path / "state"),
+                "outputs": [{"path": "results", "uri": f"s3://{bucket}/run/"}],
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "anylaunch.storage", "out", str(manifest)],
+        env={**os.environ, **s3env},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1 and "a link out of the output directory" in proc.stderr
+    assert s3client.list_objects_v2(Bucket=bucket, Prefix="run/").get("KeyCount", 0) == 0
+
+
+def test_outputs_outside_the_working_directory_are_refused(cli, write):
+    for path in ("/etc/passwd", "../../x"):
+        job = write(f"launcher: none\ncommand: [true]\noutputs: {{{path}: s3://b-k/x/}}\n")
+        result = cli("run", str(job), "--dry-run")
+        assert result.rc == 2 and "outputs" in result.err and "Traceback" not in result.err

@@ -20,6 +20,7 @@ from anylaunch.storage import s3
 from anylaunch.storage.cache import Cache, RemoteObject, atomic_write
 from anylaunch.storage.manifest import Manifest
 from anylaunch.storage.progress import Progress
+from anylaunch.storage.stagein import StageError
 from anylaunch.storage.uri import S3Uri, parse_s3
 
 
@@ -166,7 +167,15 @@ def run(manifest: Manifest) -> UploadSummary:
             continue
         base = root if root.is_dir() else root.parent
         prefix = uri.key if uri.is_prefix else uri.key + "/"
+        real_root = root.resolve()
         for path in _files(root):
+            # Path safety: a link inside the outputs must not upload what lies outside them.
+            if not path.resolve().is_relative_to(
+                real_root if real_root.is_dir() else real_root.parent
+            ):
+                raise StageError(
+                    f"{path}: a link out of the output directory {root} — not uploaded"
+                )
             jobs.append((path, uri.bucket, prefix + path.relative_to(base).as_posix()))
     summary.files = len(jobs)
     with (

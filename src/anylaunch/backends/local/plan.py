@@ -6,6 +6,7 @@ interpreter) arrives in the PlanContext.
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import yaml
 
 from anylaunch import resume
 from anylaunch.backends.base import PlanContext
+from anylaunch.errors import ConfigError
 from anylaunch.plan import Plan, check_runnable
 from anylaunch.rendezvous import Rendezvous, torchrun_target
 from anylaunch.spec import JobSpec
@@ -26,6 +28,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     values = ctx.values
     section = spec.local
     check_runnable(spec, "local")
+    _check_staging_paths(spec, values["workdir"])
     rdzv = Rendezvous(
         master_addr=section.master_addr if section else "127.0.0.1",
         master_port=values["master_port"],
@@ -120,6 +123,30 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         files=files,
         secret_env=sorted(spec.secret_env()),
     )
+
+
+def _check_staging_paths(spec: JobSpec, workdir: str) -> None:
+    """Path safety: on this machine an input link or an uploaded output must stay inside
+    the job's working directory — `/etc/passwd` as an output would upload it."""
+    root = Path(workdir)
+    for key, paths in (("inputs", spec.inputs), ("outputs", spec.outputs)):
+        for path in paths:
+            target = root / path
+            if not target.is_absolute() or not _inside(target, root):
+                raise ConfigError(
+                    f"{path} is outside the job's working directory {root}",
+                    file=spec.source,
+                    key=f"{key}.{path}",
+                    fix="use a path relative to local.workdir (or inside it)",
+                )
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        Path(os.path.normpath(path)).relative_to(os.path.normpath(root))
+    except ValueError:
+        return False
+    return True
 
 
 def _wrap(argv: list[str], setup: list[str], pre: list[str], post: list[str]) -> list[str]:
