@@ -107,6 +107,9 @@ class SlurmSection(BaseModel):
     template: str | None = Field(default=None, description="a user's sbatch template file")
     python: str | None = Field(default=None, description="interpreter on the nodes (torchrun)")
     workdir: str | None = Field(default=None, description="--chdir; relative to the job file")
+    cache_root: str | None = Field(
+        default=None, description="shared-filesystem cache for S3 inputs (default: the job's dir)"
+    )
 
     @field_validator("time", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.errors import ConfigError
 from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
+from anylaunch.storage import manifest
 
 SCRIPT_FILE = "sbatch.sh"
 
@@ -26,6 +27,12 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     section = spec.slurm or SlurmSection()
     _check(spec, section)
     splits = [script.Split(**s) for s in ctx.values.get("splits", [])]
+    staging = manifest.build(
+        spec,
+        workdir=ctx.values["workdir"],
+        state_dir=f"{ctx.job_dir}/staging",
+        cache_root=section.cache_root,
+    )
     job = script.Job(
         spec=spec,
         section=section,
@@ -36,6 +43,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         ntasks=section.ntasks_per_node or spec.gpus_per_node or 1,
         workdir=ctx.values["workdir"],
         splits=splits,
+        staging=f"{ctx.job_dir}/{manifest.MANIFEST_FILE}" if staging is not None else None,
     )
     # sbatch opens --output before the script runs; an array's tasks then move their
     # output into their own job directory (see script.setup).
@@ -49,6 +57,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     }
     text = template.fill(ctx.values.get("template"), parts, file=ctx.values.get("template_path"))
     files = {SCRIPT_FILE: text}
+    if staging is not None:
+        files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
     if any(script.CONFIG_PLACEHOLDER in arg for arg in spec.command):
         # With a checkpoint folder the job writes the newest checkpoint into restore_from.path.
         recipe = (

@@ -54,6 +54,7 @@ class Job:
     ntasks: int  # ranks per node
     workdir: str
     splits: list[Split] = field(default_factory=list)  # empty: not an array
+    staging: str | None = None  # the staging manifest's path, when the job stages data
 
     @property
     def launcher(self) -> str:
@@ -200,6 +201,14 @@ def setup(job: Job) -> list[str]:
             f" never this file: {', '.join(secret_names)}"
         )
     out += ["", *_resume(job)]
+    if job.staging:
+        # Inputs land once on the shared filesystem (the cache, or the job's directory)
+        # before any task starts; every node then reads them in place.
+        out += [
+            "",
+            "# Stage-in (S3 inputs through the shared-filesystem cache).",
+            f"{_stage(job, 'in')} || exit $?",
+        ]
     check = _node_check(job)
     if check:
         out += ["", *check]
@@ -387,9 +396,19 @@ def launch(job: Job) -> list[str]:
     out += [
         "# wait returns early when a trapped signal arrives; wait again until srun ends.",
         'while :; do wait "$srun_pid"; rc=$?; kill -0 "$srun_pid" 2>/dev/null || break; done',
-        'exit "$rc"',
     ]
+    if job.staging and job.spec.outputs:
+        out += [
+            "# Stage-out: outputs to S3, after failures too; its failure fails a successful job.",
+            f'{_stage(job, "out")} || {{ out_rc=$?; [ "$rc" = 0 ] && rc=$out_rc; }}',
+        ]
+    out.append('exit "$rc"')
     return out
+
+
+def _stage(job: Job, direction: str) -> str:
+    python = job.section.python or "python3"
+    return words([python, "-m", "anylaunch.storage", direction, path(job.staging)])
 
 
 def _container_mounts(job: Job) -> list[Word]:
