@@ -23,8 +23,10 @@ from anylaunch.errors import ConfigError
 from anylaunch.lepton import wire
 from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
+from anylaunch.storage import manifest
 
 RECIPE_PATH = "/tmp/anylaunch/recipe.yaml"
+STAGING_DIR = "/tmp/anylaunch"
 CONFIG_PLACEHOLDER = "{config}"
 LABEL_JOB_ID = "anylaunch-job-id"
 LABEL_ATTEMPT = "anylaunch-attempt"
@@ -54,12 +56,32 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         command = [arg.replace(CONFIG_PLACEHOLDER, RECIPE_PATH) for arg in command]
         fill = resume.fill_recipe(shlex.quote(RECIPE_PATH), spec.recipe) if folder else ""
         setup += [fill] if fill else []
+    post = list(spec.hooks.post)
+    # S3 staging inside the job, through the node group's shared volume when there is
+    # one: every replica stages in (the cache's locks fetch each object once), worker 0
+    # uploads the outputs. The container needs anylaunch installed (pip install anylaunch).
+    mounts = values.get("mounts") or []
+    staging = manifest.build(
+        spec,
+        workdir=".",
+        state_dir=f"{STAGING_DIR}/{ctx.job_id}/state",
+        cache_root=mounts[0]["mount_path"] if mounts else None,
+    )
+    if staging is not None:
+        where = f"{STAGING_DIR}/{ctx.job_id}/{manifest.MANIFEST_FILE}"
+        files[where] = staging.model_dump_json(indent=2)
+        setup.append(f"python -m anylaunch.storage in {shlex.quote(where)} || exit $?")
+        if spec.outputs:
+            post.append(
+                f'if [ "$NODE_RANK" = 0 ]; then python -m anylaunch.storage out {shlex.quote(where)}'
+                ' || { [ "$rc" = 0 ] && rc=1; }; fi'
+            )
     script = cmd.script(
         command=command,
         launcher=spec.launcher,
         gpus_per_node=gpus,
         pre=spec.hooks.pre,
-        post=spec.hooks.post,
+        post=post,
         files=files,
         setup=setup,
     )
