@@ -186,6 +186,12 @@ def test_diagnose_log_file_and_usage(cli, tmp_path):
 
 
 def test_native_failure_words_of_skypilot_are_classified():
-    assert diagnose_text("", events=["FAILED_NO_RESOURCE: no resources in us-east-1"]).code == "NO_CAPACITY"
+    assert (
+        diagnose_text("", events=["FAILED_NO_RESOURCE: no resources in us-east-1"]).code
+        == "NO_CAPACITY"
+    )
     assert diagnose_text("", events=["FAILED_SETUP: pip install failed"]).code == "USER_ERROR"
-    assert diagnose_text("", events=["FAILED_PRECHECKS: invalid cloud credentials"]).code == "SUBMIT_CONFIG"
+    assert (
+        diagnose_text("", events=["FAILED_PRECHECKS: invalid cloud credentials"]).code
+        == "SUBMIT_CONFIG"
+    )

@@ -42,14 +42,14 @@ def apply(located: Located, data: dict[str, Any], overrides: list[str]) -> dict[
             else:
                 if part not in node:
                     located.origins[here] = Origin("--set", None)
-                if not isinstance(node.get(part, {}), dict | list):
-                    raise ConfigError(
-                        f"cannot set below '{'.'.join(map(str, here))}', which is not a mapping",
-                        file="--set",
-                        key=text.partition("=")[0],
-                        fix="set that key itself, or fix the path",
-                    )
                 node = node.setdefault(part, {})
+            if not isinstance(node, dict | list):  # a scalar (or null) cannot hold keys
+                raise ConfigError(
+                    f"cannot set below '{'.'.join(map(str, here))}', which is not a mapping",
+                    file="--set",
+                    key=text.partition("=")[0],
+                    fix="set that key itself, or fix the path",
+                )
         last = path[-1]
         if isinstance(node, list):
             _list_item(node, last, text)

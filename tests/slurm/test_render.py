@@ -307,7 +307,10 @@ def test_user_template_with_an_unknown_slot_names_its_line(tmp_path, write):
     [
         ("slurm:\n  ntask_per_node: 2\n", "job.yaml:2: slurm.ntask_per_node: unknown key"),
         ('slurm:\n  time: "4h"\n', "job.yaml:2: slurm.time: '4h' is not HH:MM:SS or D-HH:MM:SS"),
-        ('slurm:\n  extra_mounts: ["a:b:c:d"]\n', "job.yaml:2: slurm.extra_mounts[0]: 'a:b:c:d' is not a mount"),
+        (
+            'slurm:\n  extra_mounts: ["a:b:c:d"]\n',
+            "job.yaml:2: slurm.extra_mounts[0]: 'a:b:c:d' is not a mount",
+        ),
         ("slurm:\n  signal: KILL\n", "job.yaml:2: slurm.signal: 'KILL' is not one of"),
         ("slurm:\n  mem: lots\n", "job.yaml:2: slurm.mem: 'lots' is not a size"),
         ("slurm:\n  master_port: 70000\n", "job.yaml:2: slurm.master_port:"),

@@ -238,9 +238,12 @@ class LeptonBackend:
         if not deep:
             return []
         from anylaunch.errors import AnylaunchError
+        from anylaunch.lepton.errors import LeptonCredentialsMissing
 
         try:
             client = self._client()
+        except LeptonCredentialsMissing:
+            return []  # the credentials check already says what is missing
         except AnylaunchError as exc:
             return [Check("lepton_api", "fail", exc.message, None)]
         out: list[Check] = []

@@ -44,6 +44,9 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         workdir=ctx.values["workdir"],
         splits=splits,
         staging=f"{ctx.job_dir}/{manifest.MANIFEST_FILE}" if staging is not None else None,
+        # The staging step needs anylaunch: slurm.python, else the submitting interpreter
+        # (on the shared filesystem the job directory already lives on).
+        stage_python=section.python or ctx.values.get("anylaunch_python", "python3"),
     )
     # sbatch opens --output before the script runs; an array's tasks then move their
     # output into their own job directory (see script.setup).

@@ -55,6 +55,7 @@ class Job:
     workdir: str
     splits: list[Split] = field(default_factory=list)  # empty: not an array
     staging: str | None = None  # the staging manifest's path, when the job stages data
+    stage_python: str = "python3"  # an interpreter with anylaunch, for the staging step
 
     @property
     def launcher(self) -> str:
@@ -407,8 +408,7 @@ def launch(job: Job) -> list[str]:
 
 
 def _stage(job: Job, direction: str) -> str:
-    python = job.section.python or "python3"
-    return words([python, "-m", "anylaunch.storage", direction, path(job.staging)])
+    return words([job.stage_python, "-m", "anylaunch.storage", direction, path(job.staging)])
 
 
 def _container_mounts(job: Job) -> list[Word]:
