@@ -6,11 +6,13 @@ secrets are named in `secret_env` and handed over separately at submit time.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from anylaunch.errors import ConfigError
+from anylaunch.errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
@@ -45,3 +47,19 @@ def check_runnable(spec: JobSpec, backend: str) -> None:
             key="launcher",
             fix="use launcher: torchrun (or none for a command that spawns its own ranks), or --backend slurm",
         )
+
+
+def secret_values(
+    plan: Plan, secrets: Mapping[str, str], held: Mapping[str, str]
+) -> dict[str, str]:
+    """Values for every secret a plan names: passed to submit, held by the backend since
+    prepare (a section's own secrets), or else from the environment — never from disk."""
+    values: dict[str, str] = {}
+    for name in [*plan.secret_env, *plan.payload.get("section_secret_env", [])]:
+        value = secrets.get(name, held.get(name, os.environ.get(name)))
+        if value is None:
+            raise BackendError(
+                f"secret {name} has no value — export {name}=... before submitting", code="CONFIG"
+            )
+        values[name] = value
+    return values

@@ -20,7 +20,7 @@ from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanCo
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
 from anylaunch.backends.skypilot import task as sky_task
 from anylaunch.errors import BackendError
-from anylaunch.plan import Plan
+from anylaunch.plan import Plan, secret_values
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
@@ -111,16 +111,7 @@ class SkyPilotBackend:
 
     def _secret_values(self, plan: Plan, secrets: Mapping[str, str]) -> dict[str, str]:
         stashed = self._section_secrets.pop(plan.job_id, {})
-        values: dict[str, str] = {}
-        for name in [*plan.secret_env, *plan.payload.get("section_secret_env", [])]:
-            value = secrets.get(name, stashed.get(name, os.environ.get(name)))
-            if value is None:
-                raise BackendError(
-                    f"secret {name} has no value — export {name}=... before submitting",
-                    code="CONFIG",
-                )
-            values[name] = value
-        return values
+        return secret_values(plan, secrets, stashed)
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         now = time.monotonic()

@@ -18,7 +18,7 @@ from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanCo
 from anylaunch.backends.slurm import commands, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.errors import BackendError, ConfigError
-from anylaunch.plan import Plan
+from anylaunch.plan import Plan, secret_values
 from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
@@ -128,16 +128,7 @@ class SlurmBackend:
         stashed: dict[str, str] = {}
         for job_id in [plan.job_id, *(s["job_id"] for s in plan.payload["splits"])]:
             stashed.update(self._section_secrets.pop(job_id, {}))
-        values: dict[str, str] = {}
-        for name in [*plan.secret_env, *plan.payload.get("section_secret_env", [])]:
-            value = secrets.get(name, stashed.get(name, os.environ.get(name)))
-            if value is None:
-                raise BackendError(
-                    f"secret {name} has no value — export {name}=... before submitting",
-                    code="CONFIG",
-                )
-            values[name] = value
-        return values
+        return secret_values(plan, secrets, stashed)
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         """One squeue for every job; sacct only for jobs slurmctld has already forgotten."""
