@@ -24,6 +24,7 @@ from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.backends.local.config import LocalSection
 from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.slurm.config import SlurmSection
+from anylaunch.envvars import EnvVars
 from anylaunch.mounts import Mount
 from anylaunch.redact import MASK, is_secret_name
 from anylaunch.storage.uri import parse_s3, validate_location
@@ -104,7 +105,7 @@ class JobSpec(Strict):
     nodes: int | None = Field(default=None, ge=1)
     gpus_per_node: int | None = Field(default=None, ge=1)
     image: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: EnvVars = Field(default_factory=dict)
     inputs: dict[str, Input] = Field(default_factory=dict)
     outputs: dict[str, S3Location] = Field(default_factory=dict)
     mounts: list[Mount] = Field(default_factory=list)
@@ -159,14 +160,6 @@ class JobSpec(Strict):
                 )
         return value
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_as_text(cls, value: Any) -> Any:
-        # YAML reads `OMP_NUM_THREADS: 4` as a number; the environment only holds text.
-        if isinstance(value, dict):
-            return {k: _env_text(v) for k, v in value.items()}
-        return value
-
     @field_validator("splits", mode="before")
     @classmethod
     def _some_splits(cls, value: Any) -> Any:
@@ -201,11 +194,3 @@ class JobSpec(Strict):
         data = self.model_dump(mode="json", exclude_none=True)
         data["env"] = {k: (MASK if is_secret_name(k) else v) for k, v in self.env.items()}
         return data
-
-
-def _env_text(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int | float):
-        return str(value)
-    return value

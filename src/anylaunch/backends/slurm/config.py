@@ -19,6 +19,7 @@ from pydantic import (
     field_validator,
 )
 
+from anylaunch.envvars import EnvVars
 from anylaunch.mounts import Mount
 from anylaunch.redact import MASK, is_secret_name
 
@@ -79,7 +80,7 @@ class SlurmSection(BaseModel):
     hf_home: str | None = None
     extra_mounts: list[VolumeMapping] = Field(default_factory=list)
     master_port: int = Field(default=13742, ge=1, le=65535)
-    env_vars: dict[str, str] = Field(default_factory=dict)
+    env_vars: EnvVars = Field(default_factory=dict)
     nsys_enabled: bool = False
 
     # -- resources --
@@ -157,13 +158,6 @@ class SlurmSection(BaseModel):
             lines.append(option)
         return lines
 
-    @field_validator("env_vars", mode="before")
-    @classmethod
-    def _env_as_text(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: _env_text(v) for k, v in value.items()}
-        return value
-
     @field_serializer("env_vars")
     def _masked(self, value: dict[str, str]) -> dict[str, str]:
         # The store keeps `spec.redacted()`; `env_vars: {HF_TOKEN: ${HF_TOKEN}}` (the seed's
@@ -175,11 +169,3 @@ class SlurmSection(BaseModel):
 
     def secret_env(self) -> dict[str, str]:
         return {k: v for k, v in self.env_vars.items() if is_secret_name(k)}
-
-
-def _env_text(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int | float):
-        return str(value)
-    return value
