@@ -4,35 +4,14 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 from pathlib import Path
 
 import psutil
 
+from helpers import job_processes, wait_until
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-
-
-def job_processes(job_id: str) -> list[psutil.Process]:
-    """Every process on the machine that belongs to the job (by its environment)."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("ANYLAUNCH_JOB_ID") == job_id:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def wait_for(predicate, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_demo_runs_four_ranks_on_two_nodes(cli, tmp_path):
@@ -102,7 +81,7 @@ def _cmdline(proc: psutil.Process) -> list[str]:
 def test_cancel_leaves_no_process_of_a_running_2x2_job(cli, write):
     path = write(f"command: python {PROGRAMS / 'sleeper.py'}\nnodes: 2\ngpus_per_node: 2\n")
     job = cli("run", str(path), "--detach", "--json").json()
-    wait_for(lambda: cli("logs", job["id"]).out.count("ready rank=") == 4, 120, "4 ranks")
+    wait_until(lambda: cli("logs", job["id"]).out.count("ready rank=") == 4, 120, "4 ranks")
     procs = job_processes(job["id"])
     assert len(procs) >= 7  # supervisor, 2 agents, 4 workers
     result = cli("cancel", job["id"], "--json")
@@ -157,7 +136,7 @@ def test_two_jobs_at_once_get_different_ports(cli, write):
     jobs = [cli("run", str(path), "--detach", "--json").json() for _ in range(2)]
     try:
         for job in jobs:
-            wait_for(
+            wait_until(
                 lambda j=job: cli("logs", j["id"]).out.count("ready rank=") == 2, 120, "both ranks"
             )
         ports = set()

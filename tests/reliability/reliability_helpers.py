@@ -10,11 +10,11 @@ import json
 import os
 import sqlite3
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 from anylaunch.state import State, may_move
+from helpers import wait_until  # noqa: F401 - re-exported for the reliability tests
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -63,17 +63,6 @@ def store_problems(db_path: Path) -> list[str]:
     finally:
         db.close()
     return problems
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
-    """Poll `predicate` until it is true (returned) or `timeout` seconds pass (an error)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def count_tracebacks(*texts: str) -> int:

@@ -17,7 +17,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import psutil
 import pytest
 
 from anylaunch import api, config, splits
@@ -25,6 +24,7 @@ from anylaunch.backends.slurm import commands, preflight
 from anylaunch.backends.slurm.backend import SlurmBackend
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
+from helpers import job_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -167,18 +167,6 @@ def test_cancelled_job_ends_cancelled_and_stops_its_processes(cli, write, home):
     row = commands.squeue([job["native_id"]])[job["native_id"]]
     assert row.state == "CANCELLED"
     assert job_processes(job["id"]) == []
-
-
-def job_processes(job_id: str) -> list[psutil.Process]:
-    """Processes on this machine that belong to the job (by ANYLAUNCH_JOB_ID)."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("ANYLAUNCH_JOB_ID") == job_id:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
 
 
 def test_secrets_reach_the_job_but_no_file_under_its_directory(cli, write, home):
