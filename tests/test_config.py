@@ -210,9 +210,36 @@ def test_recipe_keys_pass_through_and_secrets_stay_references(write):
     assert "hf_secret_value" not in yaml.safe_dump(spec.recipe)
 
 
-def test_top_level_typo_of_a_launcher_key_is_caught(write):
-    path = write("comand: python t.py\n")
-    assert "did you mean 'command'?" in error_of(path)
+def test_top_level_lookalike_of_a_launcher_key_is_a_preflight_warning(write):
+    from anylaunch import preflight
+
+    spec = load(write("command: python t.py\noutput: {path: out.png}\n"))
+    assert spec.recipe["output"] == {"path": "out.png"}  # a valid recipe key: kept
+    warned = [c for c in preflight.run(spec, "local") if c.name == "recipe_keys"]
+    assert [c.status for c in warned] == ["warn"]
+    assert "'output'" in warned[0].message and "'outputs'" in warned[0].fix
+
+
+def test_nemo_run_section_is_refused_with_the_alternative(write):
+    path = write("command: python t.py\nnemo_run:\n  executor: slurm\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}:2: nemo_run: ")
+    assert "slurm: or skypilot:" in message
+
+
+def test_program_references_are_left_for_the_program(write):
+    spec = load(
+        write(
+            "command: python t.py\n"
+            "wandb: {project: '${oc.env:WANDB_PROJECT,my-proj}', name: '${model.name}'}\n"
+            "x: '${VAR,default} and ${NAME:-d} and $${LIT}'\n"
+        )
+    )
+    assert spec.recipe["wandb"] == {
+        "project": "${oc.env:WANDB_PROJECT,my-proj}",
+        "name": "${model.name}",
+    }
+    assert spec.recipe["x"] == "${VAR,default} and d and ${LIT}"
 
 
 def test_mount_shorthands(write):

@@ -109,17 +109,35 @@ def route(spec: JobSpec, backend: str | None = None) -> str:
 
 
 def _check_top_level(located: Located, data: dict[str, Any]) -> None:
-    """Top-level keys outside the contract are recipe keys, but a near-miss is a typo."""
-    for key in data:
-        if key in LAUNCHER_KEYS:
+    """Top-level keys outside the contract are the program's recipe keys.
+
+    A recipe key that looks like a launcher key (`output:` beside `outputs`) is valid for
+    the program, so it is only a preflight warning (see `recipe_key_lookalikes`). A
+    section for a launcher anylaunch does not drive is refused: running it here would
+    silently ignore where the user meant it to run.
+    """
+    for key, fix in UNSUPPORTED_SECTIONS.items():
+        if key in data:
+            raise located.error((key,), "is not a launcher anylaunch runs", fix)
+
+
+# Launcher sections of other tools that a recipe may carry, and what to write instead.
+UNSUPPORTED_SECTIONS = {
+    "nemo_run": "NeMo-Run executors are not supported; write a slurm: or skypilot: section"
+    " (or pass --backend) and remove nemo_run:",
+}
+
+
+def recipe_key_lookalikes(spec: JobSpec) -> list[tuple[str, str]]:
+    """Top-level recipe keys that look like a misspelt launcher key: (key, launcher key)."""
+    out = []
+    for key in spec.recipe:
+        if not isinstance(key, str) or key in SHARED_WITH_RECIPE:
             continue
         close = difflib.get_close_matches(key, sorted(LAUNCHER_KEYS), n=1, cutoff=0.85)
         if close and close[0] != key:
-            raise located.error(
-                (key,),
-                "unknown key",
-                f"did you mean '{close[0]}'? (recipe keys for the program must not look like launcher keys)",
-            )
+            out.append((key, close[0]))
+    return out
 
 
 def _recipe_value(value: Any, path: KeyPath, secret_refs: dict[KeyPath, str]) -> Any:

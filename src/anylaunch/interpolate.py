@@ -1,7 +1,11 @@
 """`${VAR}`, `${VAR:-default}`, `${pin:KEY}` and `$$` in job files (R-A7e, R-L1).
 
 Expansion happens once, at load time, so an unset variable is an error before anything
-runs. A bare `$VAR` is left as written: shell code in commands stays shell code.
+runs. A bare `$VAR` is left as written: shell code in commands stays shell code. Every
+other `${...}` form belongs to the training program and is left exactly as written:
+OmegaConf resolvers (`${oc.env:NAME,default}`), references to other recipe keys
+(`${model.name}`) and `${NAME,default}` are resolved by the program when it reads its
+recipe, not by the launcher.
 Variables whose names look like secrets are tracked, so that the training program's copy
 of the recipe keeps the `${VAR}` reference instead of the secret's value.
 """
@@ -54,11 +58,7 @@ def expand(
                 return pin(pin_match.group(1), path)
             name, sep, default = inner.partition(":-")
             if not _NAME.fullmatch(name):
-                raise located.error(
-                    path,
-                    f"'${{{inner}}}' is not a variable reference",
-                    "write ${NAME}, ${NAME:-default} or ${pin:KEY}; '$$' is a literal '$'",
-                )
+                return whole  # the program's own reference: not ours to resolve
             value = environ.get(name)
             if value is None:
                 if not sep:

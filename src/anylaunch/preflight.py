@@ -81,7 +81,7 @@ def run(
 
     env = os.environ if environ is None else environ
     checks: list[Check] = []
-    for step in (_command, _credentials, _hf_token, _storage, _profiling):
+    for step in (_command, _recipe_keys, _credentials, _hf_token, _storage, _profiling):
         checks += step(spec, backend, env)
     if backend == "local":
         checks += _local(spec)
@@ -100,6 +100,22 @@ def _command(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]
         return [Check("command", "ok", " ".join(spec.command)[:80])]
     return [
         Check("command", "fail", "the job has no command", "add 'command:' or pass it after '--'")
+    ]
+
+
+def _recipe_keys(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+    # Top-level keys are the program's: a lookalike of a launcher key may be a typo, or a
+    # real recipe key (AutoModel's diffusion recipes have `output:`). Never a refusal.
+    from anylaunch.config import recipe_key_lookalikes
+
+    return [
+        Check(
+            "recipe_keys",
+            "warn",
+            f"top-level '{key}' goes to the program's recipe, not to the launcher's '{ours}'",
+            f"if you meant the launcher's key, rename it to '{ours}'",
+        )
+        for key, ours in recipe_key_lookalikes(spec)
     ]
 
 
