@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from anylaunch.diagnose import diagnose_text, rules
+from anylaunch.diagnose import diagnose_text
 
 # Real messages, as printed by PyTorch, NCCL, torchrun, Slurm, Pyxis/Enroot, Kubernetes,
 # the Linux kernel and cloud APIs (collected from public issues and forums).
@@ -90,12 +90,6 @@ REAL = {
 @pytest.mark.parametrize(("message", "expected"), list(REAL.items()))
 def test_each_real_message_is_classified(message, expected):
     assert diagnose_text(message).code == expected
-
-
-def test_every_rule_is_exercised_by_a_real_message():
-    used = {id(rules.classify(m)) for m in REAL}
-    unused = [r.pattern.pattern[:60] for r in rules.RULES if id(r) not in used]
-    assert unused == []
 
 
 def test_oom_on_rank_3_is_the_root_cause_not_the_watchdog_timeouts_on_ranks_0_to_2():

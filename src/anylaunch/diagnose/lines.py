@@ -2,7 +2,12 @@
 
 Lines carry their origin in prefixes, depending on who wrote them: anylaunch's merged
 logs (`[node 1] `), PyTorch's distributed logging (`[rank3]:`), torchrun's `--tee`
-(`[default3]:`, the local rank) and srun's `--label` (`3: `).
+(`[default3]:`, the local rank), srun's `--label` (`3: `) and SkyPilot
+(`(head, rank=0, pid=123) `, `(worker1, rank=1, pid=9) `).
+
+A line is also a warning or an error: warnings (Python's `UserWarning: ...`, glog's
+`W1218 ...`, c10d's `[W socket.cpp:601]`, NCCL INFO) never decide a diagnosis while an
+error line is present, whatever words they contain.
 """
 
 from __future__ import annotations
@@ -14,6 +19,16 @@ _NODE = re.compile(r"^\[node (\d+)\] ?")
 _RANK = re.compile(r"^\[rank(\d+)\]:?\s?")
 _TEE = re.compile(r"^\[default(\d+)\]:")
 _SRUN = re.compile(r"^(\d{1,5}): ")
+_SKY = re.compile(r"^\((?:head|worker\d*|[\w.-]+), rank=(\d+), pid=\d+\) ")
+_WARNING = re.compile(
+    r"\b[A-Z]\w*Warning: |^\[?W\d{4} \d\d:|^\[W [\w./-]+:\d+\]|^(WARNING|WARN)\b|\[WARNING\]"
+    r"| - WARNING - |\bwarnings\.warn\(|\bNCCL INFO\b|^\[?I\d{4} \d\d:|^INFO\b|^\[I [\w./-]+:\d+\]"
+)
+
+
+def is_warning(text: str) -> bool:
+    """A warning or an informational line: evidence only when no error line is found."""
+    return bool(_WARNING.search(text))
 
 
 @dataclass(frozen=True)
@@ -43,6 +58,9 @@ def parse(text: str, *, node: int | None = None, source: str = "log") -> list[Lo
         match = _NODE.match(line)
         if match:
             this_node, line = int(match.group(1)), line[match.end() :]
+        match = _SKY.match(line)
+        if match:
+            rank, line = int(match.group(1)), line[match.end() :]
         match = _SRUN.match(line)
         if match:  # srun --label numbers tasks, which are ranks under launcher: srun
             rank, line = int(match.group(1)), line[match.end() :]

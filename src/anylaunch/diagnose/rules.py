@@ -1,11 +1,17 @@
-"""The diagnosis rules: one readable table of log patterns and what they mean.
+"""The diagnosis rules: one readable table of the messages real emitters print.
 
-Each line of a log is matched against RULES in order; the first match classifies it.
-A STRONG rule names the failure itself ("CUDA out of memory"); a WEAK one is a
-symptom that only counts when nothing stronger is found (an exit code of -9, a bare
-traceback). Across lines, CLASSES' order decides: a root cause (OOM on one rank) ranks
-above the cascade it causes (NCCL watchdog timeouts, SIGTERMs on the other ranks).
-tests/test_diagnose.py holds, for every pattern, the real message it was taken from.
+Each rule names the program that prints its messages (`source`: a file in that
+program's repository, or the page that documents it), so a rule can be checked against
+the text it was taken from. A line is matched against RULES in order; the first match
+classifies it, so a specific rule stands before a general one that would also match
+("unable to write to file </torch_…>: No space left on device" is shared memory, not a
+full disk).
+
+A STRONG rule names the failure itself ("CUDA out of memory"); a WEAK one is a symptom
+or the cascade that follows a failure (a DistBackendError wrapper, a step cancelled
+after a task failed), which only decides when nothing stronger is found. Exit codes and
+signals are read by `signals`, not here. tests/diagnose/ holds, for every rule, the real
+messages it was taken from.
 """
 
 from __future__ import annotations
@@ -13,186 +19,608 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from anylaunch.diagnose.classes import BY_CODE, CLASSES, PRECEDENCE, Class
+
 STRONG, WEAK = 2, 1
-PROGRAM, INFRA = "ERR_PROGRAM", "ERR_INFRA"
 
-
-@dataclass(frozen=True)
-class Class:
-    code: str
-    err_class: str
-    retryable: bool
-    cause: str
-    suggestion: str
-
-
-# Highest precedence first: scheduler verdicts, then hardware, then root causes, then
-# the cascade (collective errors and timeouts, cancellations).
-CLASSES = [
-    Class("TIME_LIMIT", PROGRAM, True, "the job reached its time limit",
-          "raise the time limit, or checkpoint more often and resubmit: it resumes from the newest checkpoint"),
-    Class("PREEMPTED", INFRA, True, "the job was preempted or evicted by the platform",
-          "resubmit (it resumes from the newest checkpoint); use a dedicated node group or on-demand instances for long runs"),
-    Class("NODE_FAIL", INFRA, True, "a node of the allocation failed",
-          "resubmit, excluding the failed node (slurm: exclude / another node group)"),
-    Class("HARDWARE_GPU", INFRA, True, "a GPU hardware error (Xid, ECC, GPU lost)",
-          "resubmit on other nodes and report the node to the cluster admins"),
-    Class("OOM_GPU", PROGRAM, False, "the GPU ran out of memory",
-          "reduce the batch size (or max_length), enable activation checkpointing, or add GPUs with tensor/pipeline parallelism"),
-    Class("OOM_HOST", PROGRAM, False, "host memory ran out and the kernel's OOM killer stopped a process",
-          "request more memory (slurm: mem), lower DataLoader num_workers or prefetching, or load data lazily"),
-    Class("SHM", PROGRAM, False, "shared memory (/dev/shm) ran out",
-          "raise the container's shared memory (lepton: shared_memory_size, docker: --shm-size) or lower DataLoader num_workers"),
-    Class("IMAGE_PULL", PROGRAM, False, "the container image could not be pulled",
-          "check the image name and registry credentials: NGC_KEY for nvcr.io (an image pull secret), enroot credentials on Slurm"),
-    Class("CONTAINER_MOUNT", INFRA, True, "the container could not start or mount its volumes",
-          "check that every mount source exists on the nodes; on Lepton cancel and resubmit to another node group"),
-    Class("AUTH", PROGRAM, False, "a credential was rejected (401/403)",
-          "the token is invalid or expired — create a new one (Lepton: Settings → Tokens; Hugging Face: HF_TOKEN with access to the repo) and export it"),
-    Class("STORAGE", PROGRAM, False, "reading or writing data failed (S3 path, permissions or disk space)",
-          "check the exact s3:// paths and ACCESS_KEY/SECRET_KEY/S3_ENDPOINT_URL, and the free space of the output filesystem"),
-    Class("PORT_IN_USE", INFRA, True, "the rendezvous port was already in use on the master node",
-          "set another master_port (or leave it unset locally: a free one is picked)"),
-    Class("SUBMIT_CONFIG", PROGRAM, False, "the scheduler or API rejected the job's configuration",
-          "fix the rejected setting (account, partition, qos, time, gres, resource shape) named in the evidence"),
-    Class("NO_CAPACITY", INFRA, True, "no capacity for the requested resources",
-          "queued without a node: choose another resource shape, node group, region or zone, or fewer GPUs"),
-    Class("USER_ERROR", PROGRAM, False, "the training program failed",
-          "fix the error in the program or its configuration shown in the evidence"),
-    Class("RDZV_FAILED", INFRA, True, "the nodes could not rendezvous",
-          "check that MASTER_ADDR is reachable from every node and the port is open, and that all nodes started"),
-    Class("NCCL_ERROR", INFRA, True, "a collective communication error (NCCL/gloo)",
-          "rerun with NCCL_DEBUG=INFO; check the network interfaces (NCCL_SOCKET_IFNAME) and that no rank died first"),
-    Class("NCCL_TIMEOUT", INFRA, True, "a collective operation timed out",
-          "a rank stalled or died: look for the first failing rank; raise the timeout only for long data loading or checkpointing"),
-    Class("CANCELLED", PROGRAM, False, "the job was cancelled",
-          "nothing to fix if you cancelled it; otherwise check who ran scancel/cancel"),
-    Class("UNKNOWN", PROGRAM, False, "the job failed for a reason the logs do not show",
-          "read the logs of every node (anylaunch logs JOB) and rerun with more logging"),
-]  # fmt: skip
-BY_CODE = {c.code: c for c in CLASSES}
-PRECEDENCE = {c.code: len(CLASSES) - i for i, c in enumerate(CLASSES)}
+__all__ = ["BY_CODE", "CLASSES", "PRECEDENCE", "RULES", "STRONG", "WEAK", "Class", "Rule"]
 
 
 @dataclass(frozen=True)
 class Rule:
     code: str
     pattern: re.Pattern[str]
-    strength: int = STRONG
+    strength: int
+    source: str
+    name: str
 
 
-def _r(code: str, pattern: str, strength: int = STRONG, flags: int = re.IGNORECASE) -> Rule:
-    return Rule(code, re.compile(pattern, flags), strength)
+def _r(code: str, source: str, *patterns: str, weak: bool = False, case: bool = False) -> Rule:
+    flags = 0 if case else re.IGNORECASE
+    pattern = re.compile("|".join(f"(?:{p})" for p in patterns), flags)
+    return Rule(code, pattern, WEAK if weak else STRONG, source, patterns[0][:60])
 
 
-# Lines that summarise other lines: never evidence themselves.
+# Lines that only summarise or decorate other lines: never evidence themselves.
 IGNORE = re.compile(
-    r"ChildFailedError|^(To enable traceback|traceback\s*:|error_file\s*:|host\s*:|time\s*:|Failures:|"
-    r"Root Cause|<NO_OTHER_FAILURES>|={5,}|-{5,})",
+    r"ChildFailedError|^(To enable traceback|traceback\s*:|error_file\s*:|host\s*:|time\s*:|"
+    r"exitcode\s*:|rank\s*:|Failures:|Root Cause|<NO_OTHER_FAILURES>|={5,}|-{5,}|\[\d+\]:$)|"
+    r"^\s*File \"",
     re.IGNORECASE,
 )
 
+SLURM_STEPD = "SchedMD/slurm src/slurmd/slurmstepd/req.c"
+SLURM_ERRNO = "SchedMD/slurm src/common/slurm_errno.c"
+K8S_KUBELET = "kubernetes/kubernetes pkg/kubelet/images/types.go"
+PYXIS = "NVIDIA/pyxis pyxis_slurmstepd.c"
+ENROOT = "NVIDIA/enroot src/common.sh"
+NCCL_SOCKET = "NVIDIA/nccl src/misc/socket.cc"
+NCCL_IB = "NVIDIA/nccl src/transport/net_ib/common.cc"
+C10D_SOCKET = "pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp"
+C10D_NCCL = "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
+ELASTIC = "pytorch/pytorch torch/distributed/elastic/rendezvous/"
+DATALOADER = "pytorch/pytorch torch/utils/data/_utils/signal_handling.py"
+SHM_MANAGER = "pytorch/pytorch c10/core/impl/alloc_cpu.cpp, aten/src/ATen/MapAllocator.cpp"
+CUDA_RT = "NVIDIA CUDA runtime API, cudaError_t (docs.nvidia.com/cuda/cuda-runtime-api)"
+KERNEL_OOM = "torvalds/linux mm/oom_kill.c"
+XID = "NVIDIA Xid errors (docs.nvidia.com/deploy/xid-errors)"
+SKY = "skypilot-org/skypilot sky/exceptions.py, sky/jobs/state.py"
+LEPTON = "anylaunch src/anylaunch/lepton/emulator/jobs.py (Lepton's Kubernetes events)"
+
 RULES: list[Rule] = [
-    # Slurm's verdicts: "slurmstepd: error: *** JOB 42 ON n1 CANCELLED AT ... DUE TO TIME LIMIT ***"
+    # --- Scheduler verdicts -------------------------------------------------------------
+    _r("TIME_LIMIT", SLURM_STEPD, r"DUE TO TIME LIMIT", r"CANCELLED DUE TO TIME"),
     _r(
         "TIME_LIMIT",
-        r"DUE TO TIME LIMIT|time limit (was )?exceeded|exceeded (its|the) time limit|DeadlineExceeded|active longer than specified deadline",
+        "SchedMD/slurm src/slurmctld/job_mgr.c; kubernetes pkg/controller/job/job_controller.go",
+        r"\btime limit (was )?(exceeded|reached)",
+        r"exceeded (its|the|job) (wall ?clock |run ?)?time ?limit",
+        r"\bDeadlineExceeded\b",
+        r"active longer than specified deadline",
+        r"Reason=TimeLimit\b",
+        r"\bwall ?time limit\b.*(exceeded|reached|killed)",
+        r"JobState=TIMEOUT",
     ),
+    _r("PREEMPTED", SLURM_STEPD, r"DUE TO PREEMPTION", r"DUE TO JOB REQUEUE"),
     _r(
         "PREEMPTED",
-        r"DUE TO PREEMPTION|\bpreempted\b|spot instance.*(interrupt|reclaim)|\bEvicted\b|\beviction\b|The node was low on resource",
+        "SchedMD/slurm src/slurmctld/job_mgr.c (requeue); kubernetes pkg/kubelet/eviction",
+        r"\bjob (was )?requeued\b",
+        r"\brequeu(ed|ing) (job|batch job|JobId)",
+        r"JobState=PREEMPTED",
+        r"The node was low on resource",
+        r"\bEvicted\b",
+        r"\beviction\b",
+        r"\bPod was (evicted|preempted)",
+        r"\bPreempt(ed|ing)\b",
+        r"spot (instance|VM)?.{0,40}(interrupt|reclaim|terminat)",
+        r"\binstances?\.preempted\b",
+        r"\bpreemption notice\b",
+        r"instance was preempted",
+        r"cluster .{0,40}(was|is|has been) preempted",
     ),
+    _r("NODE_FAIL", SLURM_STEPD, r"DUE TO NODE FAIL"),
     _r(
         "NODE_FAIL",
-        r"DUE TO NODE FAIL|Node failure on|\bNODE_FAIL\b|node \S+ (is )?not responding|Kill task due to node failure",
+        "SchedMD/slurm src/srun/allocate.c, src/slurmctld/node_mgr.c",
+        r"\bNode failure on\b",
+        r"\bNODE_FAIL\b",
+        r"\bBOOT_FAIL\b",
+        r"\bnode \S+ (is )?not responding",
+        r"Kill task (failed|due to node failure)",
+        r"launch failed requeued held",
+        r"Reason=NodeDown\b",
+        r"\bNodeNotReady\b",
+        r"\bnode(s)? (is|are|was|were) (lost|unreachable|not ready)\b",
+        r"\bNodeLost\b",
+        r"Task launch for \S+ failed on node",
+        r"job driver (died|was lost)|FAILED_DRIVER",
     ),
-    # Hardware: "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus."
+    # A host DRAM error is the node's fault; the GPU ECC ones follow below.
+    _r(
+        "NODE_FAIL",
+        "torvalds/linux mm/memory-failure.c, arch/x86/kernel/cpu/mce/core.c",
+        r"Uncorrected hardware memory error",
+        r"uncorrect(ed|able) (host |system |DRAM |main )?memory error",
+        r"\bMemory failure: 0x[0-9a-f]+",
+        r"\bMachine check events? logged\b",
+        r"mce: \[Hardware Error\]",
+        r"hardware memory corruption",
+    ),
+    # --- GPU hardware and driver --------------------------------------------------------
     _r(
         "HARDWARE_GPU",
-        r"\bXid\b|fallen off the bus|uncorrectable ECC|ECC error|ECCUncorrectable|ECC_UNCORRECTABLE|GPU is lost|GPU_IS_LOST|GPU requires a? ?reset|NVLink (error|fault)|Row remapping failure",
+        XID,
+        r"NVRM: Xid\b",
+        r"\bXid (error|\(PCI)",
+        r"fallen off the bus",
+        r"uncorrectable ECC error",
+        r"\bECC (error|errors|failure)\b",
+        r"ECCUncorrectable|ECC_UNCORRECTABLE|cudaErrorECCUncorrectable",
+        r"\bGPU is lost\b",
+        r"GPU_IS_LOST|CUDA_ERROR_(ECC_UNCORRECTABLE|NVLINK_UNCORRECTABLE)",
+        r"GPU requires a? ?reset",
+        r"NVLink (error|fault)",
+        r"uncorrectable NVLink error",
+        r"Row remapping (failure|pending)",
+        r"Unable to determine the device handle for GPU",
     ),
-    # Host OOM first for Java's OutOfMemoryError, which is no GPU's.
-    _r("OOM_HOST", r"java\.lang\.OutOfMemoryError"),
+    _r(
+        "HARDWARE_GPU",
+        CUDA_RT + "; NVIDIA/nvidia-container-toolkit",
+        r"no CUDA-capable device is detected",
+        r"CUDA-capable device\(s\) is/are busy or unavailable",
+        r"cudaErrorDevicesUnavailable|cudaErrorNoDevice|cudaErrorSystemNotReady",
+        r"system not yet initialized",
+        r"Driver/library version mismatch",
+        r"nvml error: driver not loaded",
+        r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+        r"Failed to initialize NVML",
+        r"CUDA error: (unknown error|unspecified launch failure)",
+        r"CUDA_ERROR_(NOT_INITIALIZED|NO_DEVICE)\b",
+    ),
+    # --- Memory ---------------------------------------------------------------------------
+    _r("OOM_HOST", "openjdk: java.lang.OutOfMemoryError", r"java\.lang\.OutOfMemoryError"),
     _r(
         "OOM_GPU",
-        r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|RESOURCE_EXHAUSTED: Out of memory|HIP out of memory|Cuda failure 'out of memory'|out of memory on (device|GPU)",
+        "pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp; " + CUDA_RT,
+        r"CUDA out of memory",
+        r"\bOutOfMemoryError\b",
+        r"CUDA error: out of memory",
+        r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY",
+        r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED",
+        r"RESOURCE_EXHAUSTED: Out of memory",
+        r"HIP out of memory",
+        r"out of memory on (device|GPU)",
+        r"\bGPU \d+ has a total capacity of",
+        r"cudaMalloc(Async)? (failed|retries)",
+        r"OOM when allocating tensor",
+    ),
+    _r(
+        "OOM_GPU",
+        "NVIDIA/nccl src/include/checks.h, src/include/alloc.h",
+        r"Cuda failure '?out of memory",
+        r"Failed to CUDA (malloc|calloc)",
     ),
     _r(
         "OOM_HOST",
-        r"oom_kill event|oom-kill|\boom_reaper\b|Out of memory: Killed process|Killed process \d+|OOMKilled|OUT_OF_MEMORY|: Out Of Memory|std::bad_alloc|\bMemoryError\b|Cannot allocate memory|Memory cgroup out of memory",
+        "SchedMD/slurm src/plugins/task/cgroup/task_cgroup_memory.c, src/srun/launch.c",
+        r"oom[_-]kill event",
+        r"OOM Killed",
+        r"task \d+: Out Of Memory",
+        r"Exceeded (job|step) memory limit",
+        r"exceeded memory limit \(\d+ > \d+\), being killed",
+        r"\bOUT_OF_MEMORY\b",
+        r"\bState=OUT_OF_ME",
+    ),
+    _r(
+        "OOM_HOST",
+        KERNEL_OOM,
+        r"Out of memory: Kill(ed)? process",
+        r"Memory cgroup out of memory",
+        r"invoked oom-killer",
+        r"oom-kill:constraint=",
+        r"\boom_reaper\b",
+        r"Killed process \d+ \(",
+    ),
+    _r(
+        "OOM_HOST",
+        "kubernetes pkg/kubelet (OOMKilled); Lepton node event OOM",
+        r"\bOOMKilled\b",
+        r"OOM encountered, victim process",
+        r"container .{0,40}(was )?OOM[- ]killed",
+    ),
+    _r(
+        "OOM_HOST",
+        "python/cpython Objects/exceptions.c (MemoryError); libstdc++ std::bad_alloc",
+        r"std::bad_alloc",
+        r"(^|[\s:])MemoryError\b",
+        r"Unable to allocate [\d.]+ [KMGT]i?B for an array",
+        r"^(?!.*(torch_|NCCL|ibv_)).*Cannot allocate memory",
+        r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) is killed by signal: Killed",
+    ),
+    # Shared memory before disk space: both say "No space left on device".
+    _r(
+        "SHM",
+        DATALOADER,
+        r"insufficient shared memory",
+        r"out of shared memory",
+        r"killed by signal: Bus error",
+        r"Unexpected bus error encountered in worker",
+        r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly",
     ),
     _r(
         "SHM",
-        r"insufficient shared memory|Bus error|SIGBUS|/dev/shm|shm_open|shared memory segment|unable to (write to|open) (file|shared memory)",
+        SHM_MANAGER,
+        r"unable to \w+ .{0,60}</?torch_",
+        r"unable to (write to|open) (file|shared memory)",
+        r"shm_open|shmget|shm_unlink",
+        r"/dev/shm",
+        r"\bshm (size|limit|space)\b",
+    ),
+    _r(
+        "SHM",
+        "NVIDIA/nccl src/misc/shmutils.cc",
+        r"Error while creating shared memory segment",
+        r"Call to posix_fallocate failed",
+        r"failed to extend .*nccl-",
+    ),
+    _r("SHM", "srun/bash: strsignal(SIGBUS)", r"\bBus error\b"),
+    # --- Containers -----------------------------------------------------------------------
+    _r(
+        "IMAGE_PULL",
+        K8S_KUBELET,
+        r"\bErrImagePull\b|\bImagePullBackOff\b|\bErrImageNeverPull\b|\bInvalidImageName\b",
+        r"(failed|unable|error) (to )?pull(ing)? (the )?image",
+        r"Back-off pulling image",
+        r"manifest (for \S+ )?unknown",
+        r"manifest for \S+ not found",
+        r"pull access denied",
+        r"toomanyrequests: You have reached your pull rate limit",
+        r"repository does not exist or may require",
+        r"image not found|Image not found",
     ),
     _r(
         "IMAGE_PULL",
-        r"ErrImagePull|ImagePullBackOff|(failed|unable) to pull image|failed to import docker image|manifest (for \S+ )?unknown|pull access denied|Back-off pulling image|URL https?://\S+ returned error code: 40[13]|image not found|repository does not exist",
+        PYXIS + "; " + ENROOT + ", src/docker.sh",
+        r"failed to import docker image",
+        r"URL https?://\S+ returned error code: \d+",
+        r"Could not parse (digest information|authentication realm)",
+        r"Could not retrieve digest",
+        r"Invalid image reference",
+        r"Unsupported authentication method",
     ),
     _r(
         "CONTAINER_MOUNT",
-        r"couldn't start container|enroot-mount|failed to mount|MountVolume\.SetUp failed|mount point (not found|does not exist)|container start failed|spank_pyxis\.so: task_init\(\) failed|CreateContainerConfigError|FailedMount",
+        PYXIS,
+        r"pyxis: couldn't start container",
+        r"pyxis: container start (failed|error)",
+        r"pyxis: failed to (start container|create container filesystem)",
+        r"pyxis: container exited too soon",
+        r"pyxis: .{0,30}source path does not exist",
+        r"pyxis: couldn't (join|get) container",
+        r"container was not started successfully",
+        r"enroot-(mount|nsenter|switchroot|aufs2ovlfs)\S*:",
+        r"\[ERROR\] Failed to mount",
+        r"\[ERROR\] No such file or directory: \S*(rootfs|enroot|pyxis)",
+        r"\[ERROR\] Not enough space left",
+        r"\[ERROR\] \S*hooks\.d/\S+ exited with return code",
     ),
     _r(
+        "CONTAINER_MOUNT",
+        "kubernetes pkg/kubelet/volumemanager, pkg/kubelet/container; NVIDIA/nvidia-container-toolkit",
+        r"MountVolume\.\w+ failed",
+        r"Unable to attach or mount volumes",
+        r"\bFailedMount\b|\bFailedAttachVolume\b",
+        r"failed to mount",
+        r"mount point (not found|does not exist)",
+        r"CreateContainerConfigError|CreateContainerError|RunContainerError|ContainerCannotRun",
+        r"OCI runtime (create|exec) failed",
+        r"failed to create shim task",
+        r"nvidia-container-cli: (mount|initialization|container) error",
+        r"couldn't start container|container start failed",
+    ),
+    # A pyxis failure is followed by this line whatever the reason: the line above says why.
+    _r(
+        "CONTAINER_MOUNT",
+        "SchedMD/slurm src/common/spank.c",
+        r"spank_pyxis\.so: \w+\(\) failed",
+        r"spank: required plugin .* failed",
+        weak=True,
+    ),
+    # --- Credentials and storage ----------------------------------------------------------
+    _r(
         "AUTH",
-        r"\b401\b.*(Unauthorized|Client Error)|\bUnauthorized\b|403 Forbidden|token (is )?(invalid|expired)|invalid (auth )?(token|credentials)|GatedRepoError|gated repo|Authentication failed|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|authentication required",
+        "huggingface/huggingface_hub src/huggingface_hub/errors.py; boto/botocore; HTTP 401/403",
+        r"\b401\b.{0,40}(Unauthorized|Client Error)",
+        r"\bUnauthorized\b",
+        r"\b403\b.{0,10}Forbidden",
+        r"token (is )?(invalid|expired|missing)",
+        r"invalid (auth |user |api |access )?(token|credentials|api key)",
+        r"GatedRepoError|gated repo",
+        r"Authentication (failed|required)",
+        r"InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|UnrecognizedClientException",
+        r"Unable to locate credentials|NoCredentialsError",
+        r"security token included in the request is (invalid|expired)",
+        r"api_key not configured|No API key configured",
+        r"Permission denied \(publickey",
+        r"You must be logged in|login required|not logged in",
+        r"RepositoryNotFoundError",
     ),
     _r(
         "STORAGE",
-        r"NoSuchBucket|NoSuchKey|AccessDenied|anylaunch-stage: \w+: error|No space left on device|Disk quota exceeded|Read-only file system|Stale file handle|Input/output error",
+        "boto/botocore (S3 error codes); python/cpython errno; anylaunch src/anylaunch/storage",
+        r"NoSuchBucket|NoSuchKey|\bAccessDenied\b|Access Denied",
+        r"anylaunch-stage: \w+: error",
+        r"No space left on device|ENOSPC",
+        r"Disk quota exceeded|EDQUOT",
+        r"Read-only file system|EROFS",
+        r"Stale file handle|ESTALE",
+        r"Input/output error|\bEIO\b",
+        r"\(404\) when calling the HeadObject|HeadObject operation: Not Found",
+        r"PytorchStreamReader failed reading",
+        r"SafetensorError|MetadataIncompleteBuffer",
+        r"unexpected EOF, expected \d+ more bytes",
     ),
-    # "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)."
-    _r("PORT_IN_USE", r"Address already in use|EADDRINUSE|errno: 98\b|address in use"),
+    # --- Network setup ----------------------------------------------------------------------
+    _r(
+        "PORT_IN_USE",
+        C10D_SOCKET,
+        r"Address already in use",
+        r"EADDRINUSE",
+        r"errno: 98\b",
+        r"failed to bind to \S+ \(errno: 98",
+    ),
     _r(
         "SUBMIT_CONFIG",
-        r"FAILED_PRECHECKS|sbatch: error|Batch job submission failed|Invalid account|invalid partition|Requested time limit is invalid|Invalid generic resource|Invalid qos|Requested node configuration is not available|\bValidationError\b.*(job|spec)|InvalidRequest|anylaunch: error: \S+:\d+:",
+        SLURM_ERRNO + "; sbatch/srun",
+        r"FAILED_PRECHECKS",
+        r"sbatch: error",
+        r"Batch job submission failed",
+        r"Unable to allocate resources: (?!.*(Requested nodes are busy|Resources temporarily))",
+        r"Invalid account",
+        r"invalid partition",
+        r"Requested time limit is invalid",
+        r"Invalid generic resource",
+        r"Invalid qos",
+        r"Requested node configuration is not available",
+        r"Job violates accounting/QOS policy",
+        r"Memory specification can not be satisfied",
+        r"More processors requested than permitted",
+        r"Node count specification invalid",
+        r"Invalid feature specification",
+        r"anylaunch: error: \S+:\d+:",
+    ),
+    _r(
+        "SUBMIT_CONFIG",
+        SKY + "; kubernetes apiserver validation; Lepton API",
+        r"\bValidationError\b.*(job|spec)",
+        r"InvalidRequest",
+        r"ResourcesMismatchError",
+        r"No cloud (is )?(enabled|access)",
+        r"InvalidCloudConfigs|InvalidSkyPilotConfigError",
+        r"Catalog does not contain any instances",
+        r"admission webhook .* denied the request",
+        r"is invalid: spec\.",
     ),
     _r(
         "NO_CAPACITY",
-        r"Insufficient (nvidia\.com/gpu|cpu|memory)|\d+/\d+ nodes are available|InsufficientInstanceCapacity|ResourcesUnavailableError|Failed to acquire resources|out of capacity|no (available )?capacity|ZONE_RESOURCE_POOL_EXHAUSTED|FAILED_NO_RESOURCE|\bUnschedulable\b|queued .* without a node",
+        "kubernetes pkg/scheduler (FailedScheduling); " + SKY + "; AWS/GCP/Azure capacity errors",
+        r"Insufficient (nvidia\.com/gpu|cpu|memory|ephemeral-storage)",
+        r"\d+/\d+ nodes are available",
+        r"InsufficientInstanceCapacity|InsufficientCapacity|InsufficientHostCapacity",
+        r"ResourcesUnavailableError",
+        r"Failed to acquire resources",
+        r"out of capacity",
+        r"\bno (available )?capacity\b",
+        r"ZONE_RESOURCE_POOL_EXHAUSTED|STOCKOUT",
+        r"does not have enough resources available to fulfill the request",
+        r"FAILED_NO_RESOURCE",
+        r"\bUnschedulable\b|\bFailedScheduling\b",
+        r"queued .* without a node",
+        r"Quota '?\w+'? exceeded|QUOTA_EXCEEDED|VcpuLimitExceeded|QuotaExceeded",
+        r"AllocationFailed|SkuNotAvailable|ZonalAllocationFailed",
+        r"Nodes required for job are DOWN, DRAINED",
+        r"Requested nodes are busy",
+        r"Reason=\(?(ReqNodeNotAvail|PartitionNodeLimit)",
     ),
-    # Collective timeouts before errors: "Some NCCL operations have failed or timed out".
+    # --- Collectives: the timeout before the error, so a watchdog timeout wrapped in a
+    # DistBackendError stays a timeout.
     _r(
         "NCCL_TIMEOUT",
-        r"Watchdog caught collective operation timeout|Some NCCL operations have failed or timed out|NCCL timeout|collective operation timeout|ProcessGroupNCCL.*(timed out|timeout)|Timed out waiting \d+ms for (send|recv) operation|heartbeat monitor",
+        C10D_NCCL,
+        r"Watchdog caught collective operation timeout",
+        r"Some NCCL operations have failed or timed out",
+        r"ran for \d+ milliseconds before timing out",
+        r"\bNCCL timeout\b|\bnccl.{0,20}timed out\b",
+        r"collective operation timeout",
+        r"ProcessGroupNCCL.{0,60}(timed out|timeout)",
+        r"watchdog got stuck|Heartbeat monitor timed out|heartbeat monitor",
+        r"Exception raised from checkTimeout",
+        r"failed to pass monitoredBarrier",
+        r"NCCL_ERROR_TIMEOUT|ncclTimeout\b",
     ),
     _r(
-        "RDZV_FAILED",
-        r"Rendezvous\w*Error|DistNetworkError|DistStoreError|client socket has timed out|waiting for clients|failed to connect to|Connection refused|TCPStore|store->get|Socket Timeout|recvBytes|\brendezvous\b.*(fail|timed? ?out|closed)",
+        "NCCL_TIMEOUT",
+        "pytorch/pytorch third_party/gloo gloo/transport/tcp/unbound_buffer.cc",
+        r"Timed out waiting \d+ms for (send|recv) operation",
     ),
     _r(
         "NCCL_ERROR",
-        r"NCCL error|nccl(Internal|UnhandledCuda|System|Remote|InvalidUsage)Error|NCCL WARN|DistBackendError|NCCL communicator was aborted|Gloo connectFullMesh failed|gloo.*Connection closed by peer|Connection reset by peer|\bNET/IB\b.*(error|fail)",
+        "NVIDIA/nccl src/init.cc (ncclGetErrorString)",
+        r"NCCL error",
+        r"nccl(Internal|UnhandledCuda|System|Remote|InvalidUsage|InvalidArgument)Error",
+        r"unhandled (system|cuda) error \(run with NCCL_DEBUG",
+        r"internal error - please report this issue to the NCCL developers",
+        r"remote process exited or there was a network error",
+        r"call failed possibly due to a network error or a remote process exiting",
     ),
     _r(
+        "NCCL_ERROR",
+        NCCL_SOCKET + ", src/bootstrap.cc",
+        r"Connection closed by remote peer",
+        r"socket\w*: Connect to \S+ failed",
+        r"Bootstrap ?: no socket interface found",
+        r"No usable listening interface found",
+        r"no device found (matching|after excluding)",
+        r"Net ?: (unsupported IP family|No valid|error encountered when getting address)",
+        r"is neither AF_INET",
+        r"Message truncated ?: received",
+        r"NCCL_SOCKET_IFNAME",
+    ),
+    _r(
+        "NCCL_ERROR",
+        NCCL_IB + ", src/misc/ibvwrap.cc",
+        r"NET/IB ?: .{0,60}(error|fail|fatal)",
+        r"Got completion (from peer \S+ )?with (status|error)",
+        r"Call to ibv_\w+ (failed|returned)",
+        r"ibv_\w+\(\) failed",
+        r"async fatal event",
+        r"Transport retry counter exceeded|IBV_WC_RETRY_EXC_ERR|Local protection error",
+        r"NET/(Plugin|OFI|Socket).{0,40}(error|fail)",
+    ),
+    _r(
+        "RDZV_FAILED",
+        C10D_SOCKET + ", torch/csrc/distributed/c10d/TCPStore.cpp",
+        r"DistNetworkError",
+        r"DistStoreError",
+        r"client socket has timed out",
+        r"client socket has failed to connect",
+        r"client socket cannot be initialized",
+        r"server socket has failed to listen",
+        r"waiting for clients",
+        r"store based barrier|store_based_barrier",
+        r"Timed out initializing process group",
+        r"TCPStore",
+        r"\bstore->(get|set|wait)\b|Socket Timeout|recvBytes|sendBytes",
+        r"Connection refused",
+        r"failed to connect to",
+    ),
+    _r(
+        "RDZV_FAILED",
+        ELASTIC,
+        r"Rendezvous\w*Error",
+        r"\brendezvous\b.{0,80}(fail|timed? ?out|closed|not (reachable|complete))",
+        r"The node '\S+' has failed to (shutdown|join)",
+        r"C10d store has failed",
+    ),
+    # Host and address failures when resolving MASTER_ADDR.
+    _r(
+        "RDZV_FAILED",
+        C10D_SOCKET + "; glibc gai_strerror",
+        r"gai error: -?\d+",
+        r"Name or service not known",
+        r"Temporary failure in name resolution",
+        r"nodename nor servname provided",
+        r"getaddrinfo failed|\bgetaddrinfo\b.*(fail|error)",
+        r"No address associated with hostname",
+        r"Address family not supported by protocol|errno: 97\b",
+        r"network addresses of .* cannot be retrieved",
+        r"Cannot assign requested address",
+        r"No route to host",
+        r"Network is unreachable",
+    ),
+    _r(
+        "NCCL_ERROR",
+        "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc",
+        r"Gloo connectFullMesh failed",
+        r"gloo.*Connection closed by peer",
+        r"Connection closed by peer",
+        r"Connection reset by peer",
+        r"Broken pipe",
+    ),
+    # "NCCL WARN" is how NCCL reports its errors; the lines above say which.
+    _r("NCCL_ERROR", "NVIDIA/nccl src/debug.cc (WARN level)", r"NCCL WARN", weak=True),
+    # Wrappers and aftermath of a collective failure: the line that caused them decides.
+    _r(
+        "NCCL_ERROR",
+        C10D_NCCL,
+        r"DistBackendError",
+        r"NCCL communicator was aborted",
+        r"ProcessGroupNCCL is aborting|Process group watchdog thread terminated",
+        r"\bncclCommAbort\b",
+        weak=True,
+    ),
+    _r("CANCELLED", SLURM_STEPD, r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*"),
+    _r(
         "CANCELLED",
-        r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*|CANCELLED by \d+|\bscancel\b|job was cancelled|\bcancelled by user\b",
+        "SchedMD/slurm src/scancel; Lepton job stop; " + SKY,
+        r"CANCELLED AT \S+ DUE to SIGNAL",
+        r"CANCELLED by (\d+|user)",
+        r"\bscancel\b",
+        r"job was (cancelled|canceled|stopped) by",
+        r"\bcancell?ed by user\b",
+        r"Job stopped by user",
     ),
     # A step cancelled by srun after one task failed is the cascade, not the cause.
     _r(
         "CANCELLED",
-        r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*|got signal: (15|2)\b|Received SIGTERM|SignalException|\bTerminated\b",
-        WEAK,
+        SLURM_STEPD + "; pytorch/pytorch torch/distributed/elastic/multiprocessing/api.py",
+        r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        r"got signal: (15|2|1)\b",
+        r"Received (SIGTERM|SIGINT|Signals\.SIGTERM)",
+        r"SignalException",
+        r"Sending process \d+ closing signal SIG(TERM|INT)",
+        r"Terminating job step",
+        r"^Terminated$",
+        weak=True,
     ),
-    # The program's own failure: the last line of a Python traceback, and the like.
-    _r("USER_ERROR", r"^(\w+\.)*\w*(Error|Exception)\b(:|$)|FAILED_SETUP", flags=0),
     _r(
         "USER_ERROR",
-        r"device-side assert triggered|Segmentation fault|core dumped|command not found|No module named|can't open file|CalledProcessError|illegal memory access",
+        SLURM_STEPD,
+        r"CANCELLED AT \S+ DUE TO TASK FAILURE",
+        r"FAILED \(non-zero exit code or other failure mode\)",
+        r"Job step aborted",
+        weak=True,
+    ),
+    # --- The program's own failure ------------------------------------------------------------
+    _r(
+        "USER_ERROR",
+        "libstdc++ std::terminate (libsupc++/vterminate.cc)",
+        r"terminate called without an active exception",
+        r"terminate called recursively",
+        r"pure virtual method called",
+    ),
+    # The exception a C++ library threw: its "what():" line names the failure.
+    _r(
+        "USER_ERROR",
+        "libstdc++ libsupc++/vterminate.cc",
+        r"terminate called after throwing an instance of",
+        r"^what\(\):",
+        weak=True,
     ),
     _r(
         "USER_ERROR",
-        r"Traceback \(most recent call last\)|exitcode\s*:\s*[1-9]|exited with (exit )?code [1-9]|exit code [1-9]|Exited with exit code [1-9]",
-        WEAK,
+        "pytorch/pytorch c10/cuda/CUDAException.cpp, aten/src/ATen/native/cuda",
+        r"device-side assert triggered",
+        r"illegal memory access",
+        r"misaligned address",
+        r"CUBLAS_STATUS_(EXECUTION_FAILED|INVALID_VALUE|NOT_SUPPORTED)",
+        r"CUDNN_STATUS_(BAD_PARAM|NOT_SUPPORTED|EXECUTION_FAILED)",
+        r"no kernel image is available for execution on the device",
+        r"invalid device ordinal",
+        r"CUDA driver version is insufficient",
+        r"Assertion `.*` failed",
     ),
-    # torchrun's summary of a worker killed by a signal: SIGKILL is usually the OOM killer.
     _r(
-        "OOM_HOST",
-        r"exitcode\s*:\s*-9|Signal 9 \(SIGKILL\)|exit code 137|^Killed$|task \d+: Killed",
-        WEAK,
+        "USER_ERROR",
+        "python/cpython; bash; SkyPilot FAILED_SETUP",
+        r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)",
+        r"^(AssertionError|KeyboardInterrupt|StopIteration)\b",
+        case=True,
     ),
-    _r("SHM", r"exitcode\s*:\s*-7|Signal 7 \(SIGBUS\)", WEAK),
+    _r(
+        "USER_ERROR",
+        "python/cpython; bash; " + DATALOADER + "; SkyPilot FAILED_SETUP",
+        r"FAILED_SETUP",
+        r"segmentation fault encountered in worker",
+        r"Fatal Python error",
+        r"command not found",
+        r"No module named",
+        r"can't open file",
+        r"CalledProcessError",
+        r"returned non-zero exit status",
+    ),
+    _r(
+        "USER_ERROR",
+        "python/cpython Python/traceback.c",
+        r"Traceback \(most recent call last\)",
+        weak=True,
+    ),
 ]
+
+
+def strip_prefix(text: str) -> str:
+    """The message without a logger's level/time prefix ("[E1218 20:27:21 file.cpp:629] ")."""
+    return _PREFIX.sub("", text, count=1)
+
+
+_PREFIX = re.compile(
+    r"^(\[?[EWIF]\d{4} \d\d:\d\d:\d\d[.\d]*(\s+\d+)?\s+[\w./-]+:\d+\]\s*"
+    r"|\[[EWIF] [\w./-]+:\d+\]\s*"
+    r"|\d{4}-\d\d-\d\d[ T][\d:.,]+\s*(\S+\s+)?(-\s+)?(ERROR|WARNING|INFO|CRITICAL)?\s*(-\s+)?"
+    r"|(ERROR|CRITICAL|FATAL)(:|\s+-)\s*)"
+)
 
 # torchrun's "Root Cause (first observed failure)" block names the failing rank.
 ROOT_CAUSE_RANK = re.compile(r"^rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
@@ -202,7 +630,8 @@ ROOT_CAUSE_HOST = re.compile(r"^host\s*:\s*(\S+)")
 def classify(text: str) -> Rule | None:
     if IGNORE.search(text):
         return None
+    body = strip_prefix(text)
     for rule in RULES:
-        if rule.pattern.search(text):
+        if rule.pattern.search(text) or (body is not text and rule.pattern.search(body)):
             return rule
     return None

@@ -1,0 +1,131 @@
+"""Score the classifier on a corpus of real failure messages.
+
+A corpus is a folder of YAML files, each a list of cases: `text` (one message or a
+whole log), `expect` (the class), `source` (where the text comes from), and optionally
+`variants` (other wordings of the same failure), `state`, `exit_code`, `events`,
+`node`, `rank` and `inferred`. Every text and every variant is one scored message.
+tests/diagnose/corpus/ is ours; the test run and `python -m bench` print its accuracy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from anylaunch.diagnose import rules
+from anylaunch.diagnose.engine import Diagnosis, diagnose_text, find
+from anylaunch.diagnose.lines import parse
+from anylaunch.diagnose.signals import MEANINGS
+
+
+@dataclass(frozen=True)
+class Case:
+    file: str
+    index: int
+    source: str
+    expect: str
+    text: str
+    state: str | None = None
+    exit_code: int | None = None
+    events: tuple[str, ...] = ()
+    node: int | None = None
+    rank: int | None = None
+    inferred: bool | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.file}#{self.index}"
+
+    def run(self) -> Diagnosis:
+        return diagnose_text(
+            self.text, state=self.state, exit_code=self.exit_code, events=self.events
+        )
+
+    def check(self, result: Diagnosis) -> list[str]:
+        """What the diagnosis got wrong ([] when it is right)."""
+        wrong = []
+        if result.code != self.expect:
+            wrong.append(f"class {result.code}, expected {self.expect}")
+        first = result.first_failure or {}
+        for key in ("node", "rank"):
+            want = getattr(self, key)
+            if want is not None and first.get(key) != want:
+                wrong.append(f"{key} {first.get(key)}, expected {want}")
+        if self.inferred is not None and result.inferred != self.inferred:
+            wrong.append(f"inferred {result.inferred}, expected {self.inferred}")
+        return wrong
+
+
+@dataclass
+class Score:
+    cases: list[Case]
+    misses: list[tuple[Case, list[str]]] = field(default_factory=list)
+    unused_rules: list[str] = field(default_factory=list)
+
+    @property
+    def right(self) -> int:
+        return len(self.cases) - len(self.misses)
+
+    @property
+    def accuracy(self) -> float:
+        return self.right / len(self.cases) if self.cases else 0.0
+
+    def line(self) -> str:
+        return (
+            f"diagnosis corpus: {self.right}/{len(self.cases)} right ({self.accuracy:.1%}), "
+            f"{len(rules.RULES) - len(self.unused_rules)}/{len(rules.RULES)} rules exercised"
+        )
+
+
+def load(folder: Path) -> list[Case]:
+    cases = []
+    for path in sorted(folder.glob("*.yaml")):
+        entries: list[dict[str, Any]] = yaml.safe_load(path.read_text()) or []
+        for i, entry in enumerate(entries, 1):
+            common = {
+                "file": path.name,
+                "index": i,
+                "source": entry["source"],
+                "expect": entry["expect"],
+                "state": entry.get("state"),
+                "exit_code": entry.get("exit_code"),
+                "events": tuple(entry.get("events", ())),
+                "node": entry.get("node"),
+                "rank": entry.get("rank"),
+                "inferred": entry.get("inferred"),
+            }
+            cases.append(Case(text=entry["text"], **common))
+            cases += [Case(text=v, **common) for v in entry.get("variants", ())]
+    return cases
+
+
+def score(cases: list[Case]) -> Score:
+    result = Score(cases)
+    used: set[int] = set()
+    for case in cases:
+        wrong = case.check(case.run())
+        if wrong:
+            result.misses.append((case, wrong))
+        for line in parse(case.text):
+            rule = rules.classify(line.text)
+            if rule is not None:
+                used.add(id(rule))
+    result.unused_rules = [f"{r.code}: {r.name}" for r in rules.RULES if id(r) not in used]
+    return result
+
+
+def signals_read(cases: list[Case]) -> set[int]:
+    """The signals the corpus' lines and exit codes report."""
+    seen = set()
+    for case in cases:
+        lines = parse(case.text)
+        for line in lines:
+            finding = find(line)
+            if finding is not None and finding.reading is not None:
+                seen.add(finding.reading.meaning.signal)
+        if case.exit_code and case.exit_code > 128:
+            seen.add(case.exit_code - 128)
+    return seen & set(MEANINGS)

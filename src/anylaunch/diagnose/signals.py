@@ -1,0 +1,119 @@
+"""What an exit code or a signal says about a failure, when nothing else does.
+
+A process killed by SIGKILL (exit 137, torchrun's `exitcode: -9`, srun's `task 0:
+Killed`) was most often killed by the host's OOM killer, or by the scheduler enforcing a
+limit; SIGBUS (135) in a training job is usually /dev/shm running out; SIGABRT (134)
+and SIGSEGV (139) are the program's own crash; SIGTERM and SIGINT are someone stopping
+it. These readings are weak evidence: any message naming the failure beats them, and a
+diagnosis made from them alone says it is inferred.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Meaning:
+    signal: int
+    name: str
+    code: str
+    inference: str
+    source: str
+
+
+MEANINGS = {
+    9: Meaning(9, "SIGKILL", "OOM_HOST",
+               "killed by SIGKILL: usually the host's OOM killer, or the scheduler enforcing a limit",
+               "torvalds/linux mm/oom_kill.c (the OOM killer sends SIGKILL)"),
+    7: Meaning(7, "SIGBUS", "SHM",
+               "killed by SIGBUS: usually shared memory (/dev/shm) running out",
+               "pytorch/pytorch torch/utils/data/_utils/signal_handling.py"),
+    6: Meaning(6, "SIGABRT", "USER_ERROR", "aborted (SIGABRT) by the program or a library it uses",
+               "libstdc++ std::terminate -> abort()"),
+    11: Meaning(11, "SIGSEGV", "USER_ERROR", "crashed with a segmentation fault (SIGSEGV)",
+                "POSIX signal(7)"),
+    4: Meaning(4, "SIGILL", "USER_ERROR", "crashed on an illegal instruction (SIGILL)", "POSIX signal(7)"),
+    8: Meaning(8, "SIGFPE", "USER_ERROR", "crashed on an arithmetic error (SIGFPE)", "POSIX signal(7)"),
+    15: Meaning(15, "SIGTERM", "CANCELLED", "stopped by SIGTERM", "POSIX signal(7)"),
+    2: Meaning(2, "SIGINT", "CANCELLED", "interrupted (SIGINT)", "POSIX signal(7)"),
+    1: Meaning(1, "SIGHUP", "CANCELLED", "stopped by SIGHUP", "POSIX signal(7)"),
+}  # fmt: skip
+EXIT = Meaning(0, "", "USER_ERROR", "exited with an error", "the program's exit status")
+_BY_NAME = {m.name: m.signal for m in MEANINGS.values()}
+# strsignal(3) words, as srun and shells print them.
+_WORDS = {
+    "killed": 9,
+    "bus error": 7,
+    "aborted": 6,
+    "segmentation fault": 11,
+    "terminated": 15,
+    "interrupt": 2,
+    "hangup": 1,
+}
+
+_SIGNAL_PATTERNS = [
+    re.compile(r"\bexitcode\s*:\s*-(\d+)"),  # torchrun's summary: a negative exit code is a signal
+    re.compile(r"\bSignal (\d+) \(SIG\w+\)"),  # torchrun: "Signal 6 (SIGABRT) received by PID"
+    re.compile(r"(?:got|received|by|with) signal:? ?(\d+)\b", re.IGNORECASE),
+    re.compile(r"ExitCode=\d+:([1-9]\d*)\b"),  # sacct/scontrol: exit status:signal
+    re.compile(r"interrupted by signal (\d+)"),
+]
+_NAME = re.compile(r"\b(SIGKILL|SIGBUS|SIGABRT|SIGSEGV|SIGILL|SIGFPE|SIGTERM|SIGINT|SIGHUP)\b")
+_WORD = re.compile(
+    r"(?:task \d+: |^|signal: |\] |\s\d+ )(Killed|Bus error|Aborted|Segmentation fault|Terminated)"
+    r"(?: \(core dumped\))?(?:$|\.|\s)",
+    re.IGNORECASE,
+)
+_EXIT = re.compile(
+    r"(?:exit(?:ed)?(?: with)?(?: exit)? (?:code|status)|exit_code|return ?code|returncode|"
+    r"Exit Code|ExitCode=)[\s:=]*(-?\d+)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Reading:
+    meaning: Meaning
+    exit_code: int | None
+
+    @property
+    def code(self) -> str:
+        return self.meaning.code
+
+    def describe(self) -> str:
+        if self.meaning is EXIT:
+            return f"exit code {self.exit_code}"
+        if self.exit_code is not None and self.exit_code > 128:
+            return f"{self.meaning.name}, exit code {self.exit_code}"
+        return self.meaning.name
+
+
+def read(text: str) -> Reading | None:
+    """The signal or exit status a log line reports, if any."""
+    for pattern in _SIGNAL_PATTERNS:
+        match = pattern.search(text)
+        if match and int(match.group(1)) in MEANINGS:
+            return Reading(MEANINGS[int(match.group(1))], None)
+    match = _NAME.search(text)
+    if match:
+        return Reading(MEANINGS[_BY_NAME[match.group(1)]], None)
+    match = _WORD.search(text)
+    if match:
+        return Reading(MEANINGS[_WORDS[match.group(1).lower()]], None)
+    match = _EXIT.search(text)
+    if match:
+        return from_exit(int(match.group(1)))
+    return None
+
+
+def from_exit(code: int | None) -> Reading | None:
+    """An exit status: 128+N is signal N (a shell's, srun's, Kubernetes' convention)."""
+    if code is None or code == 0:
+        return None
+    if code < 0 and -code in MEANINGS:
+        return Reading(MEANINGS[-code], code)
+    if code > 128 and code - 128 in MEANINGS:
+        return Reading(MEANINGS[code - 128], code)
+    return Reading(EXIT, code)

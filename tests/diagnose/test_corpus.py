@@ -1,0 +1,40 @@
+"""The classifier against the corpus of real messages in corpus/: each message's class
+(and, where the case says, its node, rank and whether it is inferred), at least 95% of
+them right, and every rule exercised by a message it was taken from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from anylaunch.diagnose import rules, score
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+CASES = score.load(CORPUS)
+
+
+def test_the_corpus_holds_at_least_200_real_messages_each_with_its_source():
+    entries = {(c.file, c.index) for c in CASES}
+    assert len(entries) >= 200
+    assert all(c.source.strip() and c.expect in rules.BY_CODE for c in CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_each_corpus_message_is_diagnosed_as_its_class(case):
+    assert case.check(case.run()) == []
+
+
+def test_at_least_95_percent_of_the_corpus_is_right():
+    assert score.score(CASES).accuracy >= 0.95
+
+
+def test_every_rule_is_exercised_by_a_corpus_message():
+    assert score.score(CASES).unused_rules == []
+
+
+def test_every_signal_meaning_is_exercised():
+    from anylaunch.diagnose.signals import MEANINGS
+
+    missing = set(MEANINGS) - score.signals_read(CASES) - {4, 8, 1, 2}
+    assert missing == set()
