@@ -255,3 +255,60 @@ def test_secrets_are_masked_in_the_stored_spec(write):
     spec = load(write("env:\n  WANDB_API_KEY: abcd1234\n  LR: 0.1\n"))
     assert spec.redacted()["env"] == {"WANDB_API_KEY": "***", "LR": "0.1"}
     assert spec.secret_env() == {"WANDB_API_KEY": "abcd1234"}
+
+
+def test_merge_key_with_an_override_reads_like_pyyaml(write):
+    text = "command: t\ndefaults: &d {lr: 1, wd: 0.1}\noptim:\n  <<: *d\n  lr: 2\n"
+    spec = load(write(text))
+    assert spec.recipe["optim"] == yaml.safe_load(text)["optim"] == {"lr": 2, "wd": 0.1}
+    assert list(spec.recipe["optim"]) == list(yaml.safe_load(text)["optim"])
+    assert "duplicate key" in error_of(write("command: t\noptim: {<<: {lr: 1}, a: 1, a: 2}\n"))
+
+
+def test_a_long_list_loads_and_an_alias_bomb_is_named_as_one(write):
+    spec = load(write("command: t\nweights: [" + ", ".join(["1"] * 150_000) + "]\n"))
+    assert len(spec.recipe["weights"]) == 150_000
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcde", "bcdef", strict=True)
+    )
+    assert "aliases expand to more than" in error_of(write(bomb))
+
+
+def test_recipe_keys_keep_their_yaml_types(write):
+    spec = load(write("command: t\n0: zero\non: {push: 1}\n1.5: x\nlabels: {0: a, 1: b}\n"))
+    text = yaml.safe_dump(spec.recipe, sort_keys=False)
+    assert yaml.safe_load(text) == {
+        0: "zero",
+        True: {"push": 1},
+        1.5: "x",
+        "labels": {0: "a", 1: "b"},
+    }
+    over = load(
+        write("command: t\nlabels: {0: a}\non: {push: 1}\n"), overrides=["labels.0=z", "on.push=2"]
+    )
+    assert over.recipe == {"labels": {0: "z"}, True: {"push": 2}}
+
+
+def test_set_on_a_secret_reference_is_applied_or_refused_never_dropped(write):
+    path = write("command: t\nmodel: {token: '${HF_TOKEN}'}\n")
+    env = {"HF_TOKEN": "hf_one", "MY_TOKEN": "hf_two"}
+    spec = load(path, env, overrides=["model.token=${MY_TOKEN}"])
+    assert spec.recipe["model"]["token"] == "${MY_TOKEN}"
+    assert spec.env["MY_TOKEN"] == "hf_two"  # travels as a secret, not in the recipe
+    message = error_of(path, env, overrides=["model.token=hf_plain"])
+    assert "model.token: holds a secret reference" in message and "hf_plain" not in message
+
+
+def test_secrets_named_in_the_recipe_body_travel_with_the_job(write):
+    path = write(
+        "command: t\nwandb: {key: '${WANDB_API_KEY}', p: '${oc.env:MY_SECRET,x}'}\nenv: {A: '1'}\n"
+    )
+    spec = load(path, {"WANDB_API_KEY": "wk", "MY_SECRET": "ms", "UNUSED_TOKEN": "u"})
+    assert spec.recipe["wandb"] == {"key": "${WANDB_API_KEY}", "p": "${oc.env:MY_SECRET,x}"}
+    assert spec.secret_env() == {"WANDB_API_KEY": "wk", "MY_SECRET": "ms"}
+    assert "wk" not in yaml.safe_dump(spec.redacted())
+
+
+def test_an_alias_inside_its_own_value_is_a_one_line_error(write):
+    assert "an alias refers to the value that contains it" in error_of(write("a: &a [*a]\n"))

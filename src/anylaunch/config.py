@@ -20,7 +20,7 @@ from anylaunch import interpolate, overrides
 from anylaunch.errors import ConfigError
 from anylaunch.pins import Pins
 from anylaunch.spec import BACKENDS, JobSpec
-from anylaunch.yamlsrc import KeyPath, Located, format_path, parse
+from anylaunch.yamlsrc import KeyPath, Located, format_path, parse, text_keys
 
 # Top-level keys the launcher owns; anything else is the training program's recipe.
 LAUNCHER_KEYS = frozenset(JobSpec.model_fields) - {"recipe", "source"}
@@ -70,22 +70,71 @@ def from_text(
     environ = os.environ if environ is None else environ
     located = parse(text, file)
     pins = Pins(Path(file), environ)
-    expansion = interpolate.expand(located, environ, lambda key, at: pins.resolve(key, at, located))
-    data = overrides.apply(located, expansion.data, list(overrides_))
+    expander = interpolate.Expander(
+        located, environ, lambda key, at: pins.resolve(key, at, located)
+    )
+    expansion = expander.result
+    data = expander.walk(located.data, ())
+
+    def fill(value: Any, path: KeyPath) -> Any:
+        # An override replaces what was there: drop the old value's secret references,
+        # and let `${NAME}` in the new value work as in the file.
+        held = [p for p in expansion.secret_refs if p[: len(path)] == path]
+        for old in held:
+            del expansion.secret_refs[old]
+        for old in [p for p in expansion.secret_names if p[: len(path)] == path]:
+            del expansion.secret_names[old]
+        new = expander.walk(value, path)
+        if held and not any(p[: len(path)] == path for p in expansion.secret_refs):
+            raise located.error(
+                path,
+                "holds a secret reference; a plain value set here would be written into"
+                " the program's recipe file",
+                f"set a reference instead: --set '{format_path(path)}=${{NAME}}' with NAME exported",
+            )
+        return new
+
+    data = overrides.apply(located, data, list(overrides_), fill)
     _check_top_level(located, data)
 
-    launcher_part = {k: v for k, v in data.items() if k in LAUNCHER_KEYS}
+    launcher_part = {k: text_keys(v) for k, v in data.items() if k in LAUNCHER_KEYS}
     recipe = {
         k: _recipe_value(v, (k,), expansion.secret_refs)
         for k, v in data.items()
         if k not in LAUNCHER_KEYS or k in SHARED_WITH_RECIPE
     }
+    env = _with_recipe_secrets(launcher_part.get("env"), expansion, environ)
+    if env is not None:
+        launcher_part["env"] = env
     try:
         spec = JobSpec.model_validate({**launcher_part, "recipe": recipe, "source": file})
     except ValidationError as exc:
         raise _config_error(located, exc) from None
     _check_sizes(located, spec)
     return spec
+
+
+def _with_recipe_secrets(
+    env: Any, expansion: interpolate.Expansion, environ: Mapping[str, str]
+) -> Any:
+    """The job's env plus every secret the recipe names, so the program can expand them.
+
+    The recipe file keeps `${WANDB_API_KEY}` as written; the value reaches the job the way
+    every secret does (the submit environment, SkyPilot secrets, Lepton secret refs),
+    never in a file or a plan.
+    """
+    wanted = {
+        name
+        for path, names in expansion.secret_names.items()
+        if path and (path[0] not in LAUNCHER_KEYS or path[0] in SHARED_WITH_RECIPE)
+        for name in names
+    }
+    if not wanted or (env is not None and not isinstance(env, dict)):
+        return env
+    merged = dict(env or {})
+    for name in sorted(wanted):
+        merged.setdefault(name, environ[name])
+    return merged
 
 
 def route(spec: JobSpec, backend: str | None = None) -> str:

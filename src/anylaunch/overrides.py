@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -30,19 +31,29 @@ def parse_override(text: str) -> tuple[KeyPath, Any]:
     return tuple(p.strip() for p in parts), value
 
 
-def apply(located: Located, data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply overrides in order to an already expanded tree; the last one wins."""
+def apply(
+    located: Located,
+    data: dict[Any, Any],
+    overrides: list[str],
+    fill: Callable[[Any, KeyPath], Any] = lambda value, path: value,
+) -> dict[Any, Any]:
+    """Apply overrides in order to an already expanded tree; the last one wins.
+
+    `fill(value, path)` turns each new value into what is stored (expansion)."""
     for text in overrides:
         path, value = parse_override(text)
         node: Any = data
-        for depth, part in enumerate(path[:-1]):
-            here = path[: depth + 1]
+        here: KeyPath = ()
+        for part in path[:-1]:
             if isinstance(node, list):
                 node = _list_item(node, part, text)
+                here = (*here, int(part))
             else:
-                if part not in node:
+                key = _key_in(node, part)
+                here = (*here, key)
+                if key not in node:
                     located.origins[here] = Origin("--set", None)
-                node = node.setdefault(part, {})
+                node = node.setdefault(key, {})
             if not isinstance(node, dict | list):  # a scalar (or null) cannot hold keys
                 raise ConfigError(
                     f"cannot set below '{'.'.join(map(str, here))}', which is not a mapping",
@@ -50,14 +61,30 @@ def apply(located: Located, data: dict[str, Any], overrides: list[str]) -> dict[
                     key=text.partition("=")[0],
                     fix="set that key itself, or fix the path",
                 )
-        last = path[-1]
+        last: Any = path[-1]
         if isinstance(node, list):
             _list_item(node, last, text)
-            node[int(last)] = value
+            last = int(last)
         else:
-            node[last] = value
-        located.origins[path] = Origin("--set", None)
+            last = _key_in(node, last)
+        located.origins[(*here, last)] = Origin("--set", None)
+        node[last] = fill(value, (*here, last))
     return data
+
+
+def _key_in(mapping: dict[Any, Any], part: str) -> Any:
+    """The key of `mapping` that `part` names: recipe keys keep YAML's types, so `0` on
+    the command line finds a key written `0:` (an int) and `on` finds `on:` (a bool)."""
+    if part in mapping:
+        return part
+    try:
+        typed = yaml.safe_load(part)
+    except yaml.YAMLError:
+        return part
+    for key in mapping:
+        if type(key) is type(typed) and key == typed:
+            return key
+    return part
 
 
 def _list_item(items: list, part: str, text: str) -> Any:

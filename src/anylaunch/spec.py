@@ -121,7 +121,8 @@ class JobSpec(Strict):
     lepton: LeptonSection | None = None
 
     # Keys the launcher does not own (model, data, step_scheduler, ...), for the program.
-    recipe: dict[str, Any] = Field(default_factory=dict)
+    # Keys keep YAML's types (`0:` stays an int, `on:` a bool): the program reads them back.
+    recipe: dict[Any, Any] = Field(default_factory=dict)
     # The job file this spec came from; relative paths and `{config}` resolve against it.
     source: str | None = None
 

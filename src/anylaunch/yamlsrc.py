@@ -14,7 +14,9 @@ import yaml
 
 from anylaunch.errors import ConfigError
 
-KeyPath = tuple[str | int, ...]
+# Recipe mappings keep YAML's own key types (`0:` is an int, `on:` a bool), so that the
+# program reads back what the user wrote; a list index is an int too.
+KeyPath = tuple[str | int | float, ...]
 
 try:  # libyaml is much faster when present; the pure-Python loader behaves the same
     _Loader: type = yaml.CSafeLoader
@@ -48,7 +50,12 @@ class Located:
     data: dict[str, Any]
     file: str
     origins: dict[KeyPath, Origin] = field(default_factory=dict)
-    values: int = 0  # built so far: aliases may expand a small file exponentially
+    # Values built by expanding aliases: a small file may expand exponentially. Values
+    # written out in the text are bounded by the file's size and are not counted here.
+    alias_values: int = 0
+    built: set[int] = field(default_factory=set)  # ids of nodes built at least once
+    merged: dict[int, int] = field(default_factory=dict)  # mapping node id -> merged pairs
+    open_nodes: set[int] = field(default_factory=set)  # ids of the nodes being built now
 
     def origin(self, path: KeyPath) -> Origin:
         """The origin of `path`, or of its nearest ancestor that has one."""
@@ -95,52 +102,41 @@ def parse(text: str, file: str) -> Located:
     return located
 
 
-MAX_VALUES = 100_000  # far beyond any job file; a YAML alias bomb reaches it in a blink
+MAX_ALIAS_VALUES = 100_000  # far beyond any job file; a YAML alias bomb reaches it in a blink
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _build(node: yaml.Node, path: KeyPath, located: Located, ctor: Any) -> Any:
-    located.values += 1
-    if located.values > MAX_VALUES:
-        raise ConfigError(
-            f"the file expands to more than {MAX_VALUES} values",
-            file=located.file,
-            line=node.start_mark.line + 1,
-            key=format_path(path),
-            fix="YAML aliases (*name) that repeat each other multiply: write the values out",
-        )
-    if isinstance(node, yaml.MappingNode):
-        ctor.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = ctor.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if not isinstance(key, str | int | float | bool) or key is None:
-                raise ConfigError(
-                    "a mapping key must be a plain word",
-                    file=located.file,
-                    line=line,
-                    key=format_path(path),
-                    fix="write keys as plain text",
-                )
-            key = str(key) if not isinstance(key, str) else key
-            if key in out:
-                first = located.origins[(*path, key)].line
-                raise ConfigError(
-                    f"duplicate key (first written on line {first})",
-                    file=located.file,
-                    line=line,
-                    key=format_path((*path, key)),
-                    fix="keep one of the two",
-                )
-            located.origins[(*path, key)] = Origin(located.file, line)
-            out[key] = _build(value_node, (*path, key), located, ctor)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for index, item in enumerate(node.value):
-            located.origins[(*path, index)] = Origin(located.file, item.start_mark.line + 1)
-            items.append(_build(item, (*path, index), located, ctor))
-        return items
+def _build(
+    node: yaml.Node, path: KeyPath, located: Located, ctor: Any, aliased: bool = False
+) -> Any:
+    aliased = aliased or id(node) in located.built
+    located.built.add(id(node))
+    if aliased:
+        located.alias_values += 1
+        if located.alias_values > MAX_ALIAS_VALUES:
+            raise ConfigError(
+                f"YAML aliases expand to more than {MAX_ALIAS_VALUES} values",
+                file=located.file,
+                line=node.start_mark.line + 1,
+                key=format_path(path),
+                fix="aliases (*name) that repeat each other multiply: write the values out",
+            )
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        if id(node) in located.open_nodes:
+            raise ConfigError(
+                "an alias refers to the value that contains it",
+                file=located.file,
+                line=node.start_mark.line + 1,
+                key=format_path(path),
+                fix="a value cannot hold itself: write it out",
+            )
+        located.open_nodes.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return _build_mapping(node, path, located, ctor, aliased)
+            return _build_sequence(node, path, located, ctor, aliased)
+        finally:
+            located.open_nodes.discard(id(node))
     try:
         return ctor.construct_object(node, deep=True)
     except (ValueError, OverflowError) as exc:  # e.g. an int of more than 4300 digits
@@ -159,3 +155,68 @@ def _build(node: yaml.Node, path: KeyPath, located: Located, ctor: Any) -> Any:
             key=format_path(path),
             fix="write a plain scalar, list or mapping",
         ) from None
+
+
+def _build_sequence(
+    node: yaml.SequenceNode, path: KeyPath, located: Located, ctor: Any, aliased: bool
+) -> list[Any]:
+    items = []
+    for index, item in enumerate(node.value):
+        located.origins[(*path, index)] = Origin(located.file, item.start_mark.line + 1)
+        items.append(_build(item, (*path, index), located, ctor, aliased))
+    return items
+
+
+def _build_mapping(
+    node: yaml.MappingNode, path: KeyPath, located: Located, ctor: Any, aliased: bool
+) -> dict[Any, Any]:
+    if id(node) not in located.merged:
+        explicit = sum(1 for key_node, _ in node.value if key_node.tag != _MERGE_TAG)
+        # `<<: *anchor` merge keys: PyYAML puts the merged pairs first, in the order in
+        # which a later pair wins, and the mapping's own pairs after them.
+        ctor.flatten_mapping(node)
+        located.merged[id(node)] = len(node.value) - explicit
+    merged = located.merged[id(node)]
+    out: dict[Any, Any] = {}
+    written: set[Any] = set()  # keys written in this mapping itself (not merged in)
+    for index, (key_node, value_node) in enumerate(node.value):
+        key = ctor.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if not isinstance(key, str | int | float | bool) or key is None:
+            raise ConfigError(
+                "a mapping key must be a plain word",
+                file=located.file,
+                line=line,
+                key=format_path(path),
+                fix="write keys as plain text",
+            )
+        if index >= merged:
+            if key in written:
+                first = located.origins[(*path, key)].line
+                raise ConfigError(
+                    f"duplicate key (first written on line {first})",
+                    file=located.file,
+                    line=line,
+                    key=format_path((*path, key)),
+                    fix="keep one of the two",
+                )
+            written.add(key)
+        # As in PyYAML: a later pair wins and the key keeps its first place.
+        located.origins[(*path, key)] = Origin(located.file, line)
+        out[key] = _build(value_node, (*path, key), located, ctor, aliased)
+    return out
+
+
+def text_keys(value: Any) -> Any:
+    """The same tree with every mapping key as text, for launcher-owned sections."""
+    if isinstance(value, dict):
+        return {_key_text(k): text_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [text_keys(v) for v in value]
+    return value
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return key if isinstance(key, str) else str(key)
