@@ -287,18 +287,29 @@ class Job:
             interval = min(interval * 1.5, poll_interval)  # quick for short jobs, gentle later
 
     def logs(self, node: int | None = None, tail: int | None = None) -> str:
-        """The job's output so far; several nodes are prefixed `[node N]`."""
-        sources = list(get_backend(self.backend).logs(self._reload(), node))
+        """The job's output so far, secrets masked; several nodes are prefixed `[node N]`."""
+        from anylaunch import logread
+
+        record = self._reload()
+        sources = list(get_backend(self.backend).logs(record, node))
+        secrets = self.secrets()
         chunks = []
         for source in sources:
-            text = source.text if source.text is not None else _read(source.path)
-            lines = text.splitlines()
+            lines = logread.read(source, record.job_dir).lines
             if tail is not None:
                 lines = lines[-tail:] if tail > 0 else []
+            lines = logread.masked(lines, secrets)
             if len(sources) > 1:
                 lines = [f"[node {source.node}] {line}" for line in lines]
             chunks.extend(lines)
         return "\n".join(chunks) + ("\n" if chunks else "")
+
+    def secrets(self) -> set[str]:
+        """Values to mask in what this job printed: the secrets its plan names and every
+        secret-looking variable of this process's environment (where they came from)."""
+        from anylaunch.redact import secret_values
+
+        return secret_values(self.record.plan.get("secret_env", []))
 
     def cancel(self) -> State:
         """Record the intent, stop the job on its backend, and return the final state."""
@@ -321,14 +332,16 @@ class Job:
     def diagnose(self) -> Diagnosis:
         """Why the job failed (or is failing): from its state, exit code, backend events
         and the logs of every node."""
+        from anylaunch import logread
         from anylaunch.diagnose import diagnose_lines
         from anylaunch.diagnose.lines import parse
 
         record = self._reload()
         backend = get_backend(self.backend)
         lines = []
+        secrets = self.secrets()
         for source in backend.logs(record, None):
-            text = source.text if source.text is not None else _read(source.path)
+            text = "\n".join(logread.masked(logread.read(source, record.job_dir).lines, secrets))
             lines += parse(text, node=source.node)
         native = getattr(backend, "native_signals", None)  # optional: events, reasons
         events = [record.detail] if record.detail else []  # the backend's word for the end
@@ -340,16 +353,6 @@ class Job:
             cancel_requested=record.cancel_requested_at is not None,
             events=events,
         )
-
-
-def _read(path: str | None) -> str:
-    if not path:
-        return ""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return ""
 
 
 def jobs(

@@ -1,7 +1,7 @@
 """Following a job's logs while it runs, for `run` (attached) and `logs -f`.
 
-File-backed sources are read incrementally by byte offset; text sources (fetched from a
-backend's API) are re-fetched and the already-printed prefix skipped.
+Each node's log is read as whole lines from where the last read ended (`logread`), the
+same way for files and for text fetched from a backend's API, and masked a line at a time.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from anylaunch.backends.base import LogSource, get_backend
+from anylaunch import logread
+from anylaunch.backends.base import get_backend
 
 if TYPE_CHECKING:
     from anylaunch.api import Job
@@ -25,46 +26,24 @@ def follow(
     the ones a person waits for (a fixed 0.25 s added 125 ms on average to `run`).
     """
     backend = get_backend(job.backend)
+    secrets = job.secrets()
     wait = min(0.02, interval)
-    seen: dict[int, int] = {}  # node -> bytes (or characters, for text sources) consumed
-    partial: dict[int, str] = {}
+    seen: dict[int, int] = {}  # node -> bytes consumed, always at a line start
     first = True
     while True:
         terminal = job.status().terminal  # state first: lines written before it are read below
         sources = list(backend.logs(job.record, node))
         prefix = len(sources) > 1
         for source in sources:
-            chunk = _new_text(source, seen)
-            if not chunk:
-                continue
-            lines = (partial.pop(source.node, "") + chunk).split("\n")
-            partial[source.node] = lines.pop()
+            chunk = logread.read(source, job.record.job_dir, seen.get(source.node), final=terminal)
+            seen[source.node] = chunk.end
+            lines = chunk.lines
             if first and tail is not None:
                 lines = lines[-tail:] if tail > 0 else []
-            for line in lines:
+            for line in logread.masked(lines, secrets):
                 yield f"[node {source.node}] {line}" if prefix else line
         first = False
         if terminal:
-            for rank, rest in sorted(partial.items()):
-                if rest:
-                    yield f"[node {rank}] {rest}" if prefix else rest
             return
         time.sleep(wait)
         wait = min(wait * 1.5, interval)
-
-
-def _new_text(source: LogSource, seen: dict[int, int]) -> str:
-    start = seen.get(source.node, 0)
-    if source.text is not None:
-        seen[source.node] = len(source.text)
-        return source.text[start:]
-    if not source.path:
-        return ""
-    try:
-        with open(source.path, "rb") as handle:
-            handle.seek(start)
-            data = handle.read()
-    except FileNotFoundError:
-        return ""
-    seen[source.node] = start + len(data)
-    return data.decode("utf-8", errors="replace")

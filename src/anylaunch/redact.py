@@ -6,14 +6,16 @@ process that needs them; everything persisted or printed goes through `mask`.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 _SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW(OR)?D|API_?KEY|ACCESS_KEY|PRIVATE_KEY|NGC_KEY|CREDENTIAL|AUTH|CLOUD_METADATA",
     re.IGNORECASE,
 )
 MASK = "***"
+MIN_SECRET = 4  # shorter values ("1", "true") would mask ordinary text everywhere
 
 
 def is_secret_name(name: str) -> bool:
@@ -23,6 +25,20 @@ def is_secret_name(name: str) -> bool:
 
 def mask(text: str, secrets: Iterable[str]) -> str:
     """Replace every occurrence of each secret value (longest first) with `***`."""
-    for value in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+    for value in sorted({s for s in secrets if s and len(s) >= MIN_SECRET}, key=len, reverse=True):
         text = text.replace(value, MASK)
     return text
+
+
+def secret_values(names: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> set[str]:
+    """The values to mask in a job's output: every variable of `environ` whose name looks
+    like a secret, and the named ones.
+
+    Logs are masked a line at a time (a reader may start at any line), so a value that
+    spans lines (a PEM key) is masked by each of its lines as well: no line of it can
+    pass on its own.
+    """
+    environ = os.environ if environ is None else environ
+    wanted = {k for k in environ if is_secret_name(k)} | set(names)
+    values = {environ[k] for k in wanted if environ.get(k)}
+    return values | {line for v in values for line in v.splitlines() if len(line) >= MIN_SECRET}

@@ -61,20 +61,20 @@ def test_log_offsets_advance_over_complete_lines_and_resume(tmp_path: Path):
     log.write_bytes(b"one\ntwo\nthr")
     source = LogSource(node=0, path=str(log))
     offsets = Offsets()
-    assert offsets.read(source, final=False) == ["one", "two"]
+    assert offsets.read(source, str(tmp_path), final=False) == ["one", "two"]
     with log.open("ab") as handle:
         handle.write(b"ee\nfour")
     resumed = Offsets.parse(offsets.token())  # a browser reconnecting with Last-Event-ID
-    assert resumed.read(source, final=False) == ["three"]
-    assert resumed.read(source, final=True) == ["four"]
-    assert resumed.read(source, final=True) == []
+    assert resumed.read(source, str(tmp_path), final=False) == ["three"]
+    assert resumed.read(source, str(tmp_path), final=True) == ["four"]
+    assert resumed.read(source, str(tmp_path), final=True) == []
 
 
 def test_a_new_viewer_gets_the_end_of_a_long_log_from_a_line_start(tmp_path: Path):
     log = tmp_path / "node-0.log"
     lines = [f"line {i:07d}" for i in range(60_000)]  # ~780 KB
     log.write_text("\n".join(lines) + "\n")
-    got = Offsets().read(LogSource(node=0, path=str(log)), final=False)
+    got = Offsets().read(LogSource(node=0, path=str(log)), str(tmp_path), final=False)
     assert got[-1] == lines[-1] and got[0] in lines and len("\n".join(got)) <= TAIL_BYTES
 
 

@@ -8,11 +8,10 @@ through the Masker before it leaves this module.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from anylaunch import api, runs
+from anylaunch import api, logread, runs
 from anylaunch.backends.base import LogSource, get_backend
 from anylaunch.reports import profile_reports
 from anylaunch.runs import RunView
@@ -73,9 +72,9 @@ def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
     return JobPage(
         record=record,
         events=events,
-        nodes=[_node(s, masker, names) for s in sources],
+        nodes=[_node(s, record.job_dir, masker, names) for s in sources],
         timeline=plots.timeline([plots.lane(record.id, events, not record.state.terminal)]),
-        curve=plots.curve(_progress(sources)),
+        curve=plots.curve(_progress(sources, record.job_dir)),
         spec_json=masker.text(json.dumps(record.spec, indent=2), names),
         plan_json=masker.text(json.dumps(plan, indent=2), names),
         plan_files={k: masker.text(v, names) for k, v in files.items()},
@@ -88,7 +87,8 @@ def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
 
 def curve(store: Store, job_id: str) -> str:
     """Only the training curve, for the page to redraw while the job runs."""
-    return plots.curve(_progress(_sources(store.get(job_id))))
+    record = store.get(job_id)
+    return plots.curve(_progress(_sources(record), record.job_dir))
 
 
 def _sources(record: JobRecord) -> list[LogSource]:
@@ -98,41 +98,25 @@ def _sources(record: JobRecord) -> list[LogSource]:
         return []
 
 
-def _node(source: LogSource, masker: Masker, names: list[str]) -> Node:
-    if source.text is not None:
-        text, size, where = source.text[-4096:], len(source.text), "backend"
-    else:
-        text, size = _tail(source.path, 4096)
-        where = source.path or ""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return Node(source.node, where, size, masker.text(lines[-1] if lines else "", names))
+def _node(source: LogSource, root: str, masker: Masker, names: list[str]) -> Node:
+    lines = [line for line in logread.read(source, root, tail_bytes=4096).lines if line.strip()]
+    where = "backend" if source.text is not None else source.path or ""
+    return Node(
+        source.node,
+        where,
+        logread.size(source, root),
+        masker.text(lines[-1] if lines else "", names),
+    )
 
 
-def _progress(sources: list[LogSource]) -> metrics.Progress:
+def _progress(sources: list[LogSource], root: str) -> metrics.Progress:
     """The first node (by rank) whose log has a step or a loss: rank 0 usually prints them."""
     for source in sorted(sources, key=lambda s: s.node):
-        text = (
-            source.text[-CURVE_BYTES:]
-            if source.text is not None
-            else _tail(source.path, CURVE_BYTES)[0]
-        )
+        text = "\n".join(logread.read(source, root, tail_bytes=CURVE_BYTES).lines)
         progress = metrics.parse(text)
         if progress.points:
             return progress
     return metrics.Progress([], None)
-
-
-def _tail(path: str | None, size: int) -> tuple[str, int]:
-    """The last `size` bytes of a file as text, and the file's size (0 when absent)."""
-    if not path:
-        return "", 0
-    try:
-        with open(path, "rb") as handle:
-            total = os.fstat(handle.fileno()).st_size
-            handle.seek(max(0, total - size))
-            return handle.read().decode("utf-8", errors="replace"), total
-    except OSError:
-        return "", 0
 
 
 @dataclass

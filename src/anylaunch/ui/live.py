@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
 
-from anylaunch import api
+from anylaunch import api, logread
 from anylaunch.backends.base import LogSource, get_backend
 from anylaunch.state import State
 from anylaunch.store import Store
@@ -47,48 +46,18 @@ class Offsets:
     def token(self) -> str:
         return ",".join(f"{n}:{o}" for n, o in sorted(self.done.items()))
 
-    def read(self, source: LogSource, final: bool) -> list[str]:
-        """The complete lines this node's log gained (and the unfinished one, if `final`)."""
+    def read(self, source: LogSource, root: str, final: bool) -> list[str]:
+        """The complete lines this node's log gained (and the unfinished one, if `final`).
+
+        A new viewer gets the end of the log; an offset from the client (Last-Event-ID)
+        is only a hint: reads begin at a line start whatever it says, so a forged one
+        cannot start inside a token and get past the masking."""
         start = self.done.get(source.node)
-        if source.text is not None:
-            base, data = 0, source.text.encode()  # offsets in bytes for both kinds of source
-        elif start is None:  # first sight of a file: only its end
-            base = max(0, _size(source.path) - TAIL_BYTES)
-            data = _read_from(source.path, base)
-        else:
-            base, data = start, _read_from(source.path, start)
-        if start is not None:
-            pos = start - base
-        elif base or len(data) > TAIL_BYTES:  # begin at a line, not inside one
-            pos = max(0, len(data) - TAIL_BYTES)
-            pos = data.find(b"\n", pos) + 1 or len(data)
-        else:
-            pos = 0
-        end = len(data) if final else data.rfind(b"\n", pos) + 1
-        if end <= pos:
-            self.done[source.node] = base + pos
-            return []
-        self.done[source.node] = base + end
-        return data[pos:end].decode("utf-8", errors="replace").splitlines()
-
-
-def _size(path: str | None) -> int:
-    try:
-        return os.path.getsize(path) if path else 0
-    except OSError:
-        return 0
-
-
-def _read_from(path: str | None, start: int | None) -> bytes:
-    if not path:
-        return b""
-    try:
-        with open(path, "rb") as handle:
-            if start:
-                handle.seek(start)
-            return handle.read()
-    except FileNotFoundError:
-        return b""
+        chunk = logread.read(
+            source, root, start, final=final, tail_bytes=TAIL_BYTES if start is None else None
+        )
+        self.done[source.node] = chunk.end
+        return chunk.lines
 
 
 def _tick(
@@ -106,7 +75,9 @@ def _tick(
         record = job.record
         lines = []
         for source in get_backend(record.backend).logs(record, None):
-            lines += [(source.node, line) for line in offsets.read(source, state.terminal)]
+            lines += [
+                (source.node, line) for line in offsets.read(source, record.job_dir, state.terminal)
+            ]
         return state.value, lines, secret_names(record)
     finally:
         store.close()

@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import escape
 
-from anylaunch.redact import is_secret_name, mask
+from anylaunch.redact import is_secret_name, mask, secret_values
 
 
 class Masker:
@@ -26,7 +26,8 @@ class Masker:
         self._base = self._values(k for k in self._environ if is_secret_name(k))
 
     def _values(self, names: Iterable[str]) -> set[str]:
-        values = {self._environ[n] for n in names if self._environ.get(n)}
+        wanted = set(names)
+        values = secret_values(wanted, {n: v for n, v in self._environ.items() if n in wanted})
         # A value with & < > " ' changes form when escaped: Jinja2 (markupsafe) and the
         # standard library spell quotes differently, so mask both spellings.
         return values | {html.escape(v) for v in values} | {str(escape(v)) for v in values}
