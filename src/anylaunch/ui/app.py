@@ -9,18 +9,19 @@ thread that made them) and closes it when done.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
-    FileResponse,
     HTMLResponse,
     JSONResponse,
     Response,
@@ -103,15 +104,31 @@ class Dashboard:
         return HTMLResponse(self.masker.text(svg))
 
     def report(self, request: Request) -> Response:
-        from anylaunch.reports import profile_reports
+        from anylaunch.reports import open_report, profile_reports
 
         with self.store() as store:
-            reports = profile_reports(store.get(request.path_params["job_id"]))
+            record = store.get(request.path_params["job_id"])
+        reports = profile_reports(record)
         index = request.path_params["index"]
         if index >= len(reports):
             raise JobNotFound(f"no report {index} for this job")
-        # Only a path the job's plan names: the index never lets a request pick a file.
-        return FileResponse(reports[index], filename=Path(reports[index]).name)
+        # Only a path the job's plan names (the index never lets a request pick a file),
+        # opened without following links: the job could have swapped one in since.
+        try:
+            fd = open_report(record, reports[index])
+        except OSError as exc:
+            raise JobNotFound(f"report {index} cannot be served: {exc}") from None
+        handle = os.fdopen(fd, "rb")
+        size = os.fstat(fd).st_size
+        return StreamingResponse(
+            _chunks(handle),
+            media_type="application/octet-stream",
+            headers={
+                "content-length": str(size),
+                # The job named the file: quoted, so no name can add a header.
+                "content-disposition": f"attachment; filename*=utf-8''{quote(Path(reports[index]).name)}",
+            },
+        )
 
     def run(self, request: Request) -> HTMLResponse:
         with self.store() as store:
@@ -160,6 +177,12 @@ class Dashboard:
         if request.method != "GET":
             return JSONResponse({"error": {"code": exc.code, "message": message}}, status)
         return HTMLResponse(self.render("error.html", message=message), status)
+
+
+def _chunks(handle: BinaryIO, size: int = 1 << 20) -> Iterator[bytes]:
+    with handle:
+        while chunk := handle.read(size):
+            yield chunk
 
 
 def _assets_version() -> str:
