@@ -71,3 +71,11 @@ class BackendError(AnylaunchError):
     """The backend refused or failed an operation (submit, poll, cancel)."""
 
     code = "BACKEND"
+
+
+class StoreError(AnylaunchError):
+    """The job store cannot be opened, read or written (a read-only, damaged or missing
+    file): nothing was submitted, and nothing already stored was touched."""
+
+    code = "STORE"
+    exit_status = EXIT_USAGE

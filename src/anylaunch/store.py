@@ -9,18 +9,19 @@ leaves a row to reconcile rather than an untracked job.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from anylaunch.errors import JobNotFound, UsageError
+from anylaunch.errors import JobNotFound, StoreError, UsageError
 from anylaunch.state import State, may_move
 
 _SCHEMA = """
@@ -152,13 +153,60 @@ _SUMMARY_COLUMNS = (
 )
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _store_trouble(method: _Method) -> _Method:
+    """SQLite's errors as one line that names the file and what to do about it."""
+
+    @functools.wraps(method)
+    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreError(_explain(self.path, exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _explain(path: Path, exc: sqlite3.Error) -> str:
+    why = " ".join(str(exc).split()) or type(exc).__name__
+    name = getattr(exc, "sqlite_errorname", "")
+    if "READONLY" in name or "readonly" in why:
+        fix = (
+            f"make it writable (chmod u+w {path}; an immutable file: lsattr, chattr -i)"
+            " or set ANYLAUNCH_HOME to a writable folder"
+        )
+    elif "CORRUPT" in name or "NOTADB" in name or "not a database" in why or "malformed" in why:
+        fix = (
+            f"move it aside (mv {path} {path}.damaged) and anylaunch starts a new store;"
+            f" the old one stays for recovery (sqlite3 {path}.damaged .recover)"
+        )
+    elif "CANTOPEN" in name or "unable to open" in why:
+        fix = f"check that {path.parent} is a folder you can write, or set ANYLAUNCH_HOME"
+    elif "FULL" in name or "IOERR" in name:
+        fix = f"check the disk that holds {path.parent} (space, errors)"
+    else:
+        fix = "check the file, or set ANYLAUNCH_HOME to another folder"
+    return f"job store {path}: {why} — {fix}"
+
+
 class Store:
-    """A handle on the SQLite store; cheap to create, one connection per instance."""
+    """A handle on the SQLite store; cheap to create, one connection per instance.
+
+    Every public method reports SQLite's trouble (a read-only, immutable or damaged
+    file) as a StoreError of one line: the caller never sees a traceback, and nothing
+    is written to a store that could not be read.
+    """
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or home()
-        self.root.mkdir(parents=True, exist_ok=True)
         self.path = self.root / "jobs.db"
+        _make_home(self.root)
+        self._open()
+
+    @_store_trouble
+    def _open(self) -> None:
         self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA busy_timeout = 60000")
@@ -177,8 +225,8 @@ class Store:
                     for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                         db.execute(statement)
                 return
-            except sqlite3.OperationalError:
-                if attempt == 49:
+            except sqlite3.OperationalError as exc:
+                if attempt == 49 or "locked" not in str(exc):  # only a race is worth a retry
                     raise
                 time.sleep(0.1)
 
@@ -192,7 +240,8 @@ class Store:
         try:
             yield self._db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # SQLite may have rolled back already
+                self._db.execute("ROLLBACK")
             raise
         else:
             self._db.execute("COMMIT")
@@ -514,6 +563,28 @@ class Store:
 
     def count(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+
+
+def _make_home(root: Path) -> None:
+    """ANYLAUNCH_HOME as a folder, or one line saying why it cannot be."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise StoreError(
+            f"ANYLAUNCH_HOME {root} is not a folder (a file is in the way)"
+            " — point ANYLAUNCH_HOME at a folder, or move the file away"
+        ) from None
+    except OSError as exc:
+        raise StoreError(
+            f"ANYLAUNCH_HOME {root} cannot be created ({exc.strerror})"
+            " — point ANYLAUNCH_HOME at a folder you can write"
+        ) from None
+
+
+# Every public method of Store, so none can be added without it.
+for _name, _member in list(vars(Store).items()):
+    if callable(_member) and not _name.startswith("_") and _name != "jobs_dir":
+        setattr(Store, _name, _store_trouble(_member))
 
 
 def _record(row: sqlite3.Row, *, full: bool) -> JobRecord:

@@ -21,6 +21,7 @@ PY = sys.executable
 
 # What the suite promises, counted across its tests and printed in pytest's summary.
 FIGURES: Counter[str] = Counter()
+FAULT_KINDS: Counter[str] = Counter()  # "faults injected", split by what was broken
 FIGURE_ORDER = (
     "faults injected",
     "jobs submitted",
@@ -31,7 +32,16 @@ FIGURE_ORDER = (
     "crash trials",
     "processes at once",
     "hostile inputs",
+    "offsets tried",
+    "links tried",
+    "supervisor kills",
 )
+
+
+def fault(kind: str, count: int = 1) -> None:
+    """Count faults injected, by kind (api, scheduler, store, ...), for the summary."""
+    FIGURES["faults injected"] += count
+    FAULT_KINDS[kind] += count
 
 
 def store_problems(db_path: Path) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, load_json
+from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, fault, load_json
 
 from anylaunch.lepton.emulator.server import Emulator
 
@@ -115,13 +115,18 @@ def test_fifty_submissions_under_thirty_percent_faults_make_exactly_fifty_jobs(
         assert logs.returncode == 0, logs.stderr
         assert f"hello-from-split-{split['split_id']}" in logs.stdout
 
-    fired = sum(emulator.world.faults._fired.values())
+    faults = emulator.world.faults
+    by_kind: Counter[str] = Counter()
+    for index, times in faults._fired.items():
+        by_kind[f"lepton {faults.list()[index].kind}"] += times
+    fired = sum(by_kind.values())
     emulator.clear_faults()
     created = Counter(j["metadata"]["name"] for j in _raw_jobs(emulator))
     natives = [s["attempts"][0]["native_id"] for s in view["splits"]]
     duplicates = sum(n - 1 for n in created.values())
     lost = SUBMISSIONS - len(created) + sum(len(s["attempts"]) != 1 for s in view["splits"])
-    FIGURES["faults injected"] += fired
+    for kind, times in by_kind.items():
+        fault(kind, times)
     FIGURES["jobs submitted"] += sum(created.values())
     FIGURES["duplicates"] += duplicates
     FIGURES["lost"] += lost

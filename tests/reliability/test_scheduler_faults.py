@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, wait_until
+from reliability_helpers import PY, cli_env, count_tracebacks, fault, wait_until
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_node_down_under_a_requeueable_job_requeues_it_and_it_succeeds(
     node = _node_of(cluster, native)
     _slurm(cluster, "scontrol", "update", f"nodename={node}", "state=down", "reason=anylaunch-test",
            check=True)  # fmt: skip
-    FIGURES["faults injected"] += 1
+    fault("slurm")
     wait_until(
         lambda: "BeginTime" in _slurm(cluster, "squeue", "-h", "-j", native, "-o", "%r"),
         timeout=60,
@@ -158,7 +158,7 @@ def test_node_down_under_a_job_without_requeue_ends_it_failed_as_node_fail(
     node = _node_of(cluster, job["native_id"])
     _slurm(cluster, "scontrol", "update", f"nodename={node}", "state=down", "reason=anylaunch-test",
            check=True)  # fmt: skip
-    FIGURES["faults injected"] += 1
+    fault("slurm")
     status = wait_until(
         lambda: (s := _cli(cluster, home, "status", job["id"]))["state"] != "RUNNING" and s,
         timeout=60,
@@ -178,7 +178,7 @@ def test_slurmctld_restarted_mid_poll_marks_nothing_failed(
     wait_until(lambda: starts.exists(), timeout=60, what="the job to start")
     pid = int(_ctld_pidfile(cluster).read_text())
     os.kill(pid, signal.SIGTERM)  # slurmctld saves its state and exits
-    FIGURES["faults injected"] += 1
+    fault("slurm")
     wait_until(lambda: not _ctld_up(cluster), timeout=30, what="slurmctld to stop")
     seen: list[str] = []
     # A poll that starts while slurmctld is away and spans its restart: squeue keeps
