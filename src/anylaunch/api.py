@@ -192,8 +192,12 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
         orphans = [
             j for j in jobs if j.native_id is None and not busy_elsewhere(j.meta.get("submitter"))
         ]
-        for unsent in reconcile(impl, orphans, store) if orphans else ():
-            _never_submitted(unsent, store)
+        if orphans:
+            for unsent in reconcile(impl, orphans, store):
+                _never_submitted(unsent, store)
+            for job in orphans:  # adopted (a native id now) or settled: poll what is stored
+                vars(job).update(vars(store.get(job.id)))
+            jobs = [j for j in jobs if not j.state.terminal]
         observed = impl.poll(jobs)
         seen_now: dict[str, tuple[State, int | None, str | None]] = {}
         for job in jobs:
@@ -217,8 +221,9 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
                 continue
             state, exit_code, detail = seen_now[job.id]
             if job.id in moved:
-                job.state, job.exit_code = state, exit_code
-                job.detail = detail or job.detail
+                job.state = state
+                job.exit_code = exit_code if exit_code is not None else job.exit_code
+                job.detail = detail
             elif detail and detail != job.detail and not job.state.terminal:
                 store.note(job.id, detail)
                 job.detail = detail

@@ -404,9 +404,12 @@ class Store:
                 row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
                 if row is None or not may_move(State(row["state"]), state):
                     continue
+                # A new state's detail replaces the old one, an empty one too: a detail
+                # kept from before ("not submitted", "pending: Resources") would describe
+                # a state the job has left.
                 db.execute(
                     "UPDATE jobs SET state = ?, exit_code = COALESCE(?, exit_code),"
-                    " detail = COALESCE(?, detail), updated_at = ? WHERE id = ?",
+                    " detail = ?, updated_at = ? WHERE id = ?",
                     (state.value, exit_code, detail, now, job_id),
                 )
                 db.execute(

@@ -244,3 +244,51 @@ def test_a_lepton_job_created_but_never_noted_is_found_by_its_name_not_created_a
         )
         assert {j.wait(timeout=60) for j in run.jobs} == {State.SUCCEEDED}
     FIGURES["crash trials"] += 1
+
+
+DEAD_SUBMITTER = {"pid": 2**22 + 12345, "started": 0.0}  # above pid_max: never alive
+
+
+def test_a_slurm_job_adopted_after_its_submitter_died_shows_what_slurm_says_from_the_first_ps(
+    home: Path, devstack: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The submitter died between sbatch and noting the native id. The first `ps` adopts
+    the job and shows Slurm's state (not the pre-recovery "not submitted"), and once it
+    is CANCELLED no detail from before is left on it."""
+    from anylaunch.backends.base import get_backend
+    from anylaunch.store import JobRecord
+
+    env = cli_env(home, SLURM_CONF=devstack["SLURM_CONF"])
+    monkeypatch.setenv("SLURM_CONF", devstack["SLURM_CONF"])  # this process's sbatch, too
+    store = Store(home)
+    spec = JobSpec(command=["sleep", "300"], launcher="none", slurm={})
+    impl = get_backend("slurm")
+    job_id = new_id()
+    ctx = impl.prepare(spec, job_id, str(store.jobs_dir(job_id)), store)
+    plan = impl.plan(spec, ctx)
+    store.add(
+        JobRecord(
+            id=job_id, name=plan.name, backend="slurm", state=State.PENDING,
+            job_dir=str(store.jobs_dir(job_id)), spec=spec.redacted(),
+            plan=plan.model_dump(mode="json"), meta={"submitter": DEAD_SUBMITTER},
+        )
+    )  # fmt: skip
+    native, _ = impl.submit(plan, {})  # what the submitter did before it died
+    FIGURES["crash trials"] += 1
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [PY, "-m", "anylaunch", *args], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert count_tracebacks(done.stdout, done.stderr) == 0 and done.returncode == 0, done
+        return done
+
+    first = {j["id"]: j for j in load_json(cli("ps", "--json").stdout)}[job_id]
+    assert first["native_id"] == native, first
+    assert first["state"] in ("PENDING", "RUNNING") and "not submitted" not in str(first["detail"])
+    cli("cancel", job_id)
+    final = load_json(cli("status", job_id, "--json").stdout)
+    assert final["state"] == "CANCELLED", final
+    assert "not submitted" not in str(final["detail"]), final
+    assert not any("not submitted" in str(e["detail"]) for e in store.events(job_id))
+    assert store_problems(home / "jobs.db") == []
