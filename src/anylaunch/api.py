@@ -92,7 +92,7 @@ def submit(
             name=the_plan.name,
             backend=name,
             state=State.PENDING,
-            job_dir=job_dir,
+            job_dir=ctx.job_dir,  # a backend may place it elsewhere (slurm.job_dir)
             run_id=run_id,
             split_id=split_id,
             spec=spec.redacted(),

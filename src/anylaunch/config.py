@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from anylaunch import interpolate, overrides
+from anylaunch import automodel, interpolate, overrides
 from anylaunch.errors import ConfigError
 from anylaunch.pins import Pins
 from anylaunch.spec import BACKENDS, JobSpec
@@ -111,7 +111,7 @@ def from_text(
     except ValidationError as exc:
         raise _config_error(located, exc) from None
     _check_sizes(located, spec)
-    return spec
+    return automodel.with_defaults(spec, environ)
 
 
 def _with_recipe_secrets(
@@ -217,6 +217,8 @@ def _check_sizes(located: Located, spec: JobSpec) -> None:
 
 def section_size(backend: str, section: Any, word: str) -> int | None:
     """A section's size field as a number (`accelerators: "H100:8"` -> 8)."""
+    if backend == "skypilot" and word == "accelerators" and section.gpus_per_node:
+        return section.gpus_per_node
     value = getattr(section, word, None)
     if isinstance(value, str) and word == "accelerators":
         _, _, count = value.partition(":")

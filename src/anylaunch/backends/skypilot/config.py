@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from anylaunch.envvars import credentials_env
 from anylaunch.redact import MASK, is_secret_name
 
 # The seed's five, plus Slurm: SkyPilot drives a Slurm cluster over SSH (the e2e test).
@@ -73,9 +74,20 @@ class SkyPilotSection(BaseModel):
     region: str | None = None
     setup: str | None = None
     env_vars: dict[str, str] = Field(default_factory=dict)
-    # AutoModel also takes these two; a recipe file written for it works as is.
+    # AutoModel's SkyPilotConfig and launcher also take these; a recipe file written for
+    # it works as is.
     job_name: str | None = Field(default=None, description="task name (and cluster name)")
     hf_home: str | None = Field(default=None, description="HF_HOME on the nodes")
+    hf_token: str | None = Field(default=None, description="sent as the secret HF_TOKEN")
+    wandb_key: str | None = Field(default=None, description="sent as the secret WANDB_API_KEY")
+    gpus_per_node: int | None = Field(
+        default=None, ge=1, description="ranks per node (default: the count in accelerators)"
+    )
+    job_dir: str | None = Field(
+        default=None,
+        description="AutoModel's local folder for the job's files; anylaunch keeps them in"
+        " its store",
+    )
 
     # -- resources ---------------------------------------------------------------------------
     zone: str | None = None
@@ -173,12 +185,18 @@ class SkyPilotSection(BaseModel):
         # `env_vars: {HF_TOKEN: ${HF_TOKEN}}`, whose value must not land there.
         return {k: (MASK if is_secret_name(k) else v) for k, v in value.items()}
 
+    @field_serializer("hf_token", "wandb_key")
+    def _masked_credential(self, value: str | None) -> str | None:
+        return MASK if value else value
+
     @property
     def is_managed(self) -> bool:
         """Managed jobs are what recovers a preempted spot job; plain launches do not."""
         return self.use_spot if self.managed is None else self.managed
 
-    def gpus_per_node(self) -> int | None:
+    def ranks_per_node(self) -> int | None:
+        if self.gpus_per_node:
+            return self.gpus_per_node
         if not self.accelerators:
             return None
         _, _, count = self.accelerators.partition(":")
@@ -188,4 +206,4 @@ class SkyPilotSection(BaseModel):
         return {k: v for k, v in self.env_vars.items() if not is_secret_name(k)}
 
     def secret_env(self) -> dict[str, str]:
-        return {k: v for k, v in self.env_vars.items() if is_secret_name(k)}
+        return credentials_env(self.env_vars, self.hf_token, self.wandb_key)

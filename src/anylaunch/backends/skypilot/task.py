@@ -35,7 +35,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     managed = section.is_managed
     name = slug(section.job_name or spec.name or "anylaunch")
     nodes = section.num_nodes or spec.nodes or 1
-    nproc = section.gpus_per_node() or spec.gpus_per_node or 1
+    nproc = section.ranks_per_node() or spec.gpus_per_node or 1
     ckpt_dir = checkpoint_mount_path(spec, section, values.get("workdir"))
 
     command = list(spec.command)

@@ -62,6 +62,10 @@ class SlurmBackend:
             values["template_path"] = where
         if reserve and section:
             self._section_secrets[job_id] = section.secret_env()
+        if section and section.job_dir:
+            # AutoModel's job_dir: the job's files (script, recipe, logs) go under it, on
+            # the shared filesystem the nodes see, one folder per job.
+            job_dir = str(Path(_relative_to_job_file(spec, section.job_dir)) / job_id)
         return PlanContext(job_id=job_id, job_dir=job_dir, values=values)
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:

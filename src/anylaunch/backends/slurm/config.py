@@ -12,14 +12,16 @@ import re
 from typing import Any
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
-from anylaunch.envvars import EnvVars
+from anylaunch.envvars import EnvVars, credentials_env
 from anylaunch.mounts import Mount
 from anylaunch.redact import MASK, is_secret_name
 
@@ -66,7 +68,7 @@ class VolumeMapping(Mount):
 class SlurmSection(BaseModel):
     """Every key of the `slurm:` section; unknown keys are errors with a suggestion."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     # -- the seed's fields (AutoModel SlurmConfig) --
     job_name: str | None = None
@@ -82,6 +84,17 @@ class SlurmSection(BaseModel):
     master_port: int = Field(default=13742, ge=1, le=65535)
     env_vars: EnvVars = Field(default_factory=dict)
     nsys_enabled: bool = False
+    # AutoModel's credentials: exported to the job as HF_TOKEN and WANDB_API_KEY, as
+    # secrets (the submit environment), never written into the script.
+    hf_token: str | None = None
+    wandb_key: str | None = None
+    # AutoModel's source tree on the nodes: mounted at the same path in the container
+    # (as nemo_mount, when that is not given), first on PYTHONPATH, and the job's working
+    # directory unless one is given.
+    repo_root: str | None = None
+    job_dir: str | None = Field(
+        default=None, description="folder (on the shared filesystem) for the job's directory"
+    )
 
     # -- resources --
     gpus_per_node: int | None = Field(default=None, ge=0, description="--gpus-per-node")
@@ -107,7 +120,11 @@ class SlurmSection(BaseModel):
     sbatch_lines: list[str] = Field(default_factory=list, description="extra #SBATCH options")
     template: str | None = Field(default=None, description="a user's sbatch template file")
     python: str | None = Field(default=None, description="interpreter on the nodes (torchrun)")
-    workdir: str | None = Field(default=None, description="--chdir; relative to the job file")
+    workdir: str | None = Field(
+        default=None,
+        description="--chdir; relative to the job file (AutoModel's name: chdir)",
+        validation_alias=AliasChoices("workdir", "chdir"),
+    )
     cache_root: str | None = Field(
         default=None, description="shared-filesystem cache for S3 inputs (default: the job's dir)"
     )
@@ -158,14 +175,31 @@ class SlurmSection(BaseModel):
             lines.append(option)
         return lines
 
+    @model_validator(mode="after")
+    def _repo_root(self) -> SlurmSection:
+        if self.repo_root:
+            root = self.repo_root
+            # As nemo_mount: mounted at the same path and put first on PYTHONPATH.
+            if self.nemo_mount is None:
+                self.nemo_mount = VolumeMapping(source=root, dest=root)
+            elif not any(str(m.dest) == root for m in self.extra_mounts):
+                self.extra_mounts.append(VolumeMapping(source=root, dest=root))
+            if self.workdir is None:
+                self.workdir = root
+        return self
+
     @field_serializer("env_vars")
     def _masked(self, value: dict[str, str]) -> dict[str, str]:
         # The store keeps `spec.redacted()`; `env_vars: {HF_TOKEN: ${HF_TOKEN}}` (the seed's
         # own example) must not put the token there.
         return {k: (MASK if is_secret_name(k) else v) for k, v in value.items()}
 
+    @field_serializer("hf_token", "wandb_key")
+    def _masked_credential(self, value: str | None) -> str | None:
+        return MASK if value else value
+
     def public_env(self) -> dict[str, str]:
         return {k: v for k, v in self.env_vars.items() if not is_secret_name(k)}
 
     def secret_env(self) -> dict[str, str]:
-        return {k: v for k, v in self.env_vars.items() if is_secret_name(k)}
+        return credentials_env(self.env_vars, self.hf_token, self.wandb_key)

@@ -21,6 +21,27 @@ SAFE_MARGIN_S = 600  # the seed: leave at least 5-10 minutes after the last chec
 
 
 def spec_checks(spec: JobSpec) -> list[Check]:
+    return _mounts_need_image(spec) + _time_checks(spec)
+
+
+def _mounts_need_image(spec: JobSpec) -> list[Check]:
+    # Mounts are Pyxis container mounts: without an image the job runs on the node itself
+    # and they do nothing.
+    s = spec.slurm or SlurmSection()
+    if s.container_image or spec.image or not (s.extra_mounts or spec.mounts):
+        return []
+    return [
+        Check(
+            "mounts",
+            "warn",
+            "extra_mounts/mounts are set but there is no container_image: the job runs on"
+            " the nodes themselves and the mounts are not made",
+            "set slurm.container_image (or image:), or remove the mounts",
+        )
+    ]
+
+
+def _time_checks(spec: JobSpec) -> list[Check]:
     s = spec.slurm or SlurmSection()
     if not s.time:
         return [Check("time_limit", "ok", "no time limit set: the partition's default applies")]

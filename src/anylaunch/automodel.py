@@ -1,0 +1,108 @@
+"""AutoModel recipes: recognise one, and give its Slurm and SkyPilot sections the defaults
+of AutoModel's own launcher, so that a recipe behaves as its authors expect.
+
+What anylaunch deliberately does differently is listed in README.md (the AutoModel
+section). Everything the user wrote wins over a default here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from anylaunch.spec import JobSpec, Profile
+
+# AutoModel's sbatch template exports these on every Slurm job.
+SLURM_ENV = {
+    "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+    "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+    "NCCL_NVLS_ENABLE": "0",
+}
+# AutoModel's `nsys profile` options, less its output name (anylaunch names the report):
+# the capture range lets the program decide which steps are profiled.
+NSYS_ARGS = [
+    "-s",
+    "none",
+    "--trace=cuda,cudnn,nvtx",
+    "--cudabacktrace=all",
+    "--cuda-graph-trace=node",
+    "--python-backtrace=cuda",
+    "--wait",
+    "all",
+    "--capture-range=cudaProfilerApi",
+    "--capture-range-end=stop",
+]
+MAIL_TYPE = "--mail-type=FAIL"
+SKYPILOT_HF_HOME = "~/.cache/huggingface"
+# AutoModel's SkyPilot launcher reads these two from the submitting environment.
+CREDENTIALS = (("hf_token", "HF_TOKEN"), ("wandb_key", "WANDB_API_KEY"))
+_TARGET_PREFIX = "nemo_automodel."
+
+
+def is_recipe(recipe: Mapping[Any, Any]) -> bool:
+    """An AutoModel recipe names its recipe class, or builds AutoModel's components."""
+    if isinstance(recipe.get("recipe"), str) or "step_scheduler" in recipe:
+        return True
+    return _names_automodel(recipe, depth=0)
+
+
+def _names_automodel(value: Any, depth: int) -> bool:
+    if depth > 6:
+        return False
+    if isinstance(value, dict):
+        target = value.get("_target_")
+        if isinstance(target, str) and target.startswith(_TARGET_PREFIX):
+            return True
+        return any(_names_automodel(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_names_automodel(v, depth + 1) for v in value[:50])
+    return False
+
+
+def with_defaults(spec: JobSpec, environ: Mapping[str, str]) -> JobSpec:
+    """The spec with AutoModel's launcher defaults filled in where the user wrote nothing."""
+    if not is_recipe(spec.recipe):
+        return spec
+    update: dict[str, Any] = {}
+    if spec.slurm is not None:
+        update["slurm"] = _slurm(spec)
+        if spec.slurm.nsys_enabled or (spec.profile and spec.profile.nsys):
+            profile = spec.profile or Profile()
+            if not profile.nsys_args:
+                update["profile"] = profile.model_copy(update={"nsys_args": list(NSYS_ARGS)})
+    if spec.skypilot is not None:
+        update["skypilot"] = _skypilot(spec, environ)
+    return spec.model_copy(update=update) if update else spec
+
+
+def _slurm(spec: JobSpec) -> Any:
+    section = spec.slurm
+    assert section is not None
+    written = section.model_fields_set
+    env = dict(section.env_vars)
+    for name, value in SLURM_ENV.items():
+        if name not in env and name not in spec.env:
+            env[name] = value
+    lines = list(section.sbatch_lines)
+    if not any(line.startswith("--mail-type") for line in lines):
+        lines.append(MAIL_TYPE)
+    return section.model_copy(
+        update={
+            "exclusive": section.exclusive if "exclusive" in written else True,
+            "env_vars": env,
+            "sbatch_lines": lines,
+        }
+    )
+
+
+def _skypilot(spec: JobSpec, environ: Mapping[str, str]) -> Any:
+    section = spec.skypilot
+    assert section is not None
+    update: dict[str, Any] = {}
+    if section.hf_home is None:
+        update["hf_home"] = SKYPILOT_HF_HOME
+    for field, name in CREDENTIALS:
+        given = getattr(section, field) or section.env_vars.get(name) or spec.env.get(name)
+        if not given and environ.get(name):
+            update[field] = environ[name]
+    return section.model_copy(update=update)
