@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from anylaunch import pending
 from anylaunch.backends.base import Backend, get_backend
-from anylaunch.errors import BackendError
+from anylaunch.errors import AnylaunchError, BackendError, SubmitOutcomeUnknown
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
 
@@ -106,9 +106,14 @@ def submit(
 def send(
     impl: Backend, record: JobRecord, plan: Plan, secrets: Mapping[str, str], store: Store
 ) -> None:
-    """Submit a recorded job and record its native id; a failed submit ends it FAILED."""
+    """Submit a recorded job and record its native id; a refused submit ends it FAILED,
+    one whose answer was lost leaves it UNKNOWN for the polls to find (`reconcile`)."""
     try:
         native_id, meta = impl.submit(plan, secrets)
+    except SubmitOutcomeUnknown as exc:
+        store.mark_unknown(record.id, submit_unknown_detail(exc))
+        record.state = State.UNKNOWN
+        return
     except Exception as exc:
         store.transition(record.id, State.FAILED, detail=f"submit failed: {exc}")
         store.settle(record.id)
@@ -118,6 +123,10 @@ def send(
     store.set_native(record.id, native_id, meta)
     record.native_id, record.meta = native_id, meta
     honour_cancel(impl, record.id, store)
+
+
+def submit_unknown_detail(exc: SubmitOutcomeUnknown) -> str:
+    return f"submitted, answer lost ({exc.message}); looking for the job on the backend"
 
 
 def honour_cancel(impl: Backend, job_id: str, store: Store) -> None:
@@ -147,12 +156,17 @@ def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list
     find = getattr(impl, "reconcile", None)
     if not orphans or find is None:
         return []
-    found = find(orphans)
+    try:
+        found = find(orphans)
+    except AnylaunchError:
+        return []  # the backend did not answer: ask again at the next poll, guess nothing
     unsent = []
     for record in orphans:
         if record.id in found:
             native_id, meta = found[record.id]
             store.set_native(record.id, native_id or "", meta)
+            if record.state is State.UNKNOWN and native_id:
+                store.note(record.id, f"found on {record.backend} as {native_id}")
             record.native_id, record.meta = native_id or "", meta
             honour_cancel(impl, record.id, store)
         else:
@@ -209,6 +223,11 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
                 # A kill we asked for is not a failure. Without a native id the backend
                 # cannot know the job yet: its submitter stops it once it has one (`send`).
                 state = State.CANCELLED
+            elif state is State.UNKNOWN and seen.final:
+                if store.mark_unknown(job.id, seen.detail or "outcome unknown", final=True):
+                    job.state, job.detail = State.UNKNOWN, seen.detail
+                    job.meta = {**job.meta, "outcome_unknown": True}
+                continue
             detail = seen.detail
             if state is State.PENDING:
                 detail = pending.explain(detail, time.time() - job.created_at)
@@ -231,22 +250,25 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
 
 
 NOT_SUBMITTED = "not submitted: the process submitting it ended first"
+NOT_FOUND = "not submitted: the submit's answer was lost and the backend has no such job"
 
 
 def _never_submitted(record: JobRecord, store: Store) -> None:
     """A job its dead submitter never handed to the backend: a lone job failed; a split
-    waits for its run to be resumed (the same command again, or `retry RUN --failed`)."""
+    waits for its run to be resumed (the same command again, or `retry RUN --failed`).
+    A job whose submit's answer was lost lands here once the backend, asked, has no
+    such job."""
+    why = NOT_FOUND if record.state is State.UNKNOWN else NOT_SUBMITTED
     if record.cancel_requested_at:
-        store.transition(record.id, State.CANCELLED, detail=f"cancelled; {NOT_SUBMITTED}")
+        store.transition(record.id, State.CANCELLED, detail=f"cancelled; {why}")
         store.settle(record.id)
     elif record.run_id is None:
-        store.transition(record.id, State.FAILED, detail=f"{NOT_SUBMITTED} — run it again")
+        store.transition(record.id, State.FAILED, detail=f"{why} — run it again")
         store.settle(record.id)
     else:
         store.note(
             record.id,
-            f"{NOT_SUBMITTED} — run the same command again, or: anylaunch retry"
-            f" {record.run_id} --failed",
+            f"{why} — run the same command again, or: anylaunch retry {record.run_id} --failed",
         )
 
 
@@ -286,10 +308,17 @@ class Job:
         interval = min(poll_interval, 0.2)
         while True:
             state = self.status()
-            if state.terminal or (deadline is not None and time.monotonic() >= deadline):
+            if state.terminal or self.settled_unknown():
+                return state
+            if deadline is not None and time.monotonic() >= deadline:
                 return state
             time.sleep(interval)
             interval = min(interval * 1.5, poll_interval)  # quick for short jobs, gentle later
+
+    def settled_unknown(self) -> bool:
+        """UNKNOWN for good: nothing will tell how the job ended (its detail says why);
+        `cancel` still settles it as CANCELLED."""
+        return self.record.state is State.UNKNOWN and bool(self.record.meta.get("outcome_unknown"))
 
     def logs(self, node: int | None = None, tail: int | None = None) -> str:
         """The job's output so far, secrets masked; several nodes are prefixed `[node N]`."""

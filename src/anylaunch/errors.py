@@ -79,3 +79,13 @@ class StoreError(AnylaunchError):
 
     code = "STORE"
     exit_status = EXIT_USAGE
+
+
+class SubmitOutcomeUnknown(BackendError):
+    """A submit whose answer was lost: the backend may hold the job, or may not.
+
+    Never recorded as a failure: the job stays UNKNOWN and every later poll looks it up
+    by what the submit named it (Slurm `--comment`, Lepton job name), adopting it if found.
+    """
+
+    code = "SUBMIT_OUTCOME_UNKNOWN"

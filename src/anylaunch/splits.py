@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from anylaunch import api, config
 from anylaunch.backends.base import Backend, PlanContext, get_backend
-from anylaunch.errors import BackendError, UsageError
+from anylaunch.errors import BackendError, SubmitOutcomeUnknown, UsageError
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
 
@@ -255,6 +255,10 @@ def _as_array(
     secrets = {k: spec.env[k] for k in plan.secret_env}
     try:
         natives = impl.submit_array(plan, secrets)
+    except SubmitOutcomeUnknown as exc:
+        for record in records:  # found by the array's --comment at the next poll
+            store.mark_unknown(record.id, api.submit_unknown_detail(exc))
+        return
     except Exception as exc:
         for record in records:
             store.transition(record.id, State.FAILED, detail=f"submit failed: {exc}")

@@ -47,3 +47,9 @@ def may_move(current: State, new: State) -> bool:
     if new.terminal or current is State.UNKNOWN:
         return True
     return _RANK[new] >= _RANK[current]
+
+
+def may_become_unknown(current: State) -> bool:
+    """Whether a job may be declared UNKNOWN (`Store.mark_unknown`): any live job may, as
+    its submit's answer or its watcher was lost; a terminal one never."""
+    return not current.terminal

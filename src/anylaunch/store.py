@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from anylaunch.errors import JobNotFound, StoreError, UsageError
-from anylaunch.state import State, may_move
+from anylaunch.state import State, may_become_unknown, may_move
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -420,6 +420,36 @@ class Store:
                     db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
                 moved.add(job_id)
         return moved
+
+    def mark_unknown(self, job_id: str, detail: str, *, final: bool = False) -> bool:
+        """A live job whose fate nobody can tell: a submit whose answer was lost (`final`
+        False: polls keep looking for it), or a job whose result was lost with the
+        process that watched it (`final`: nothing will ever tell more; its port is free).
+
+        The one way into UNKNOWN: a poll that merely could not tell never writes it.
+        True if the row changed.
+        """
+        with self._write() as db:
+            row = db.execute("SELECT state, meta FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or not may_become_unknown(State(row["state"])):
+                return False
+            meta = json.loads(row["meta"])
+            if row["state"] == State.UNKNOWN.value and (meta.get("outcome_unknown") or not final):
+                return False  # already said: one event, not one per poll
+            if final:
+                meta["outcome_unknown"] = True
+            now = time.time()
+            db.execute(
+                "UPDATE jobs SET state = ?, detail = ?, meta = ?, updated_at = ? WHERE id = ?",
+                (State.UNKNOWN.value, detail, json.dumps(meta), now, job_id),
+            )
+            db.execute(
+                "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
+                (job_id, now, State.UNKNOWN.value, detail),
+            )
+            if final:
+                db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
+            return True
 
     def record_attempt(
         self,

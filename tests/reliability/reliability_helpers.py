@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from anylaunch.state import State, may_move
+from anylaunch.state import State, may_become_unknown, may_move
 from helpers import wait_until  # noqa: F401 - re-exported for the reliability tests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def fault(kind: str, count: int = 1) -> None:
 def store_problems(db_path: Path) -> list[str]:
     """Everything wrong with a store file: SQLite's own integrity check, then ours —
     every job has a first 'recorded' PENDING event, its events only move forward (the
-    rule of state.may_move) and end in the row's state, and no event names a missing job."""
+    rule of state.may_move, or into UNKNOWN by Store.mark_unknown) and end in the row's state, and no event names a missing job."""
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
         problems = [r[0] for r in db.execute("PRAGMA integrity_check") if r[0] != "ok"]
@@ -66,7 +66,11 @@ def store_problems(db_path: Path) -> list[str]:
                 continue
             moved = [State(s) for s, _ in events if s is not None]
             changes = [(a, b) for a, b in itertools.pairwise(moved) if a is not b]
-            if any(not may_move(a, b) for a, b in changes):
+            # Into UNKNOWN only by Store.mark_unknown (never from a terminal state).
+            if any(
+                not (may_move(a, b) or (b is State.UNKNOWN and may_become_unknown(a)))
+                for a, b in changes
+            ):
                 problems.append(f"{job_id}: states moved backwards: {[s.value for s in moved]}")
             if moved[-1].value != state:
                 problems.append(f"{job_id}: row says {state}, last event {moved[-1].value}")

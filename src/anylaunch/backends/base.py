@@ -44,6 +44,9 @@ class Observation:
     state: State
     exit_code: int | None = None
     detail: str | None = None
+    # UNKNOWN for good: the backend will never learn more (the local supervisor died
+    # with the result). Recorded as UNKNOWN rather than guessed FAILED.
+    final: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanCo
 from anylaunch.backends.lepton import plan as lepton_plan
 from anylaunch.backends.lepton import resolve, states
 from anylaunch.backends.lepton.config import LeptonSection
-from anylaunch.errors import BackendError
+from anylaunch.errors import BackendError, SubmitOutcomeUnknown
 from anylaunch.lepton import wire
 from anylaunch.lepton.client import LeptonClient
-from anylaunch.lepton.errors import LeptonNotFound
+from anylaunch.lepton.errors import LeptonNotFound, LeptonUnavailable
 from anylaunch.plan import Plan
 from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
@@ -97,7 +97,13 @@ class LeptonBackend:
         with self._client() as client:
             _put_secrets(client, plan, secrets)
             _ensure_ngc_secret(client, plan, secrets)
-            created = client.create_job(plan.payload)
+            try:
+                created = client.create_job(plan.payload)
+            except LeptonUnavailable as exc:
+                # The POST may have reached the workspace before the answer was lost (or
+                # the name could not be looked up): the job may exist. Polls find it by
+                # its name (`reconcile`).
+                raise SubmitOutcomeUnknown(exc.message) from None
         native = created.metadata.id or ""
         return native, {
             "name": plan.name,

@@ -23,7 +23,7 @@ import psutil
 
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
 from anylaunch.backends.local import plan as local_plan
-from anylaunch.backends.local.proctree import kill
+from anylaunch.backends.local.proctree import job_processes, kill
 from anylaunch.errors import BackendError
 from anylaunch.plan import Plan
 from anylaunch.spec import JobSpec
@@ -130,7 +130,7 @@ class LocalBackend:
             return Observation(
                 State(result["state"]), result.get("exit_code"), result.get("detail")
             )
-        return Observation(State.FAILED, None, "the job's supervisor process died without a result")
+        return _orphaned(job)
 
     def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
         """Which of these jobs, recorded without a native id, were started anyway.
@@ -158,6 +158,10 @@ class LocalBackend:
     def cancel(self, job: JobRecord) -> None:
         proc = _supervisor(job)
         if proc is None:
+            # No supervisor to ask: end whatever of the job still runs, found by its id.
+            leftovers = job_processes(job.id)
+            kill(leftovers)
+            psutil.wait_procs(leftovers, timeout=10)
             return
         grace = float(job.plan.get("payload", {}).get("kill_grace_s", 10.0))
         # Snapshot the tree first: if the supervisor must be killed, its children would
@@ -213,6 +217,33 @@ def _free_port(addr: str, store: Store, job_id: str | None) -> int:
         if job_id is None or store.reserve_port(port, job_id):
             return port
     raise BackendError(f"no free port in {_PORT_RANGE} on {addr} — set local.master_port")
+
+
+def _orphaned(job: JobRecord) -> Observation:
+    """A supervisor that died without writing a result (killed, out of memory).
+
+    Its nodes got SIGTERM with it; whatever of the job still runs is ended here, since no
+    process is left to record its end. How the training ended is not known, so the job
+    is not called FAILED: it becomes UNKNOWN for good once nothing of it runs, and its
+    logs tell the rest.
+    """
+    pid = job.native_id
+    leftovers = job_processes(job.id)
+    if leftovers:
+        kill(leftovers)
+        return Observation(
+            State.UNKNOWN,
+            None,
+            f"the job's supervisor (pid {pid}) died without a result;"
+            f" ending {len(leftovers)} process(es) it left",
+        )
+    return Observation(
+        State.UNKNOWN,
+        None,
+        f"the job's supervisor (pid {pid}) died without a result: its nodes were stopped"
+        " with it and how the job ended is not known — see its logs",
+        final=True,
+    )
 
 
 def _read_result(job_dir: Path) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable
 
 import psutil
@@ -27,3 +28,17 @@ def end_descendants(root: psutil.Process, grace: float) -> None:
             return
         kill(rest)
         psutil.wait_procs(rest, timeout=2)
+
+
+def job_processes(job_id: str) -> list[psutil.Process]:
+    """Every process of a local job, found by the ANYLAUNCH_JOB_ID its supervisor gave it
+    (inherited by every descendant, even one re-parented after its parent died)."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get("ANYLAUNCH_JOB_ID") == job_id:
+                found.append(proc)
+    return found

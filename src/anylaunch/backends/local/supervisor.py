@@ -4,6 +4,12 @@ Run as `python -m anylaunch.backends.local.supervisor JOB_DIR` in its own sessio
 It makes itself a child subreaper, because torchrun starts each worker in a new session
 (`start_new_session=True`): signalling a process group would miss them, while as
 subreaper every descendant, orphaned or not, stays in our process tree until we end it.
+
+Every node process gets SIGTERM the moment its supervisor dies (a parent-death signal),
+so a `kill -9` of the supervisor cannot leave training running unsupervised: torchrun's
+agent passes the signal on to its workers. What a node started outside the agent's
+reach is ended by the next `anylaunch` command that polls or cancels the job (every
+process of a job carries ANYLAUNCH_JOB_ID in its environment).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +31,7 @@ from anylaunch.backends.local.proctree import end_descendants
 from anylaunch.state import State
 from anylaunch.store import Store
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -67,6 +75,7 @@ def main(job_dir: Path) -> int:
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
+                        preexec_fn=_die_with(os.getpid()),
                     )
                 )
             except OSError as exc:
@@ -117,7 +126,12 @@ def _step(argv: list[str], cwd: str, log_path: str, stop: dict[str, Any]) -> int
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with(os.getpid()),
         )
     while proc.poll() is None:
         if stop["signal"] is not None:
@@ -131,6 +145,24 @@ def _become_subreaper() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _die_with(parent: int) -> Callable[[], None] | None:
+    """For the child, between fork and exec: SIGTERM when `parent` dies (kept across exec).
+
+    If the parent died before the request took effect, the child must not start at all.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the child only makes the call
+
+    def arm() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(128 + signal.SIGTERM)
+
+    return arm
 
 
 def _terminate_tree(grace: float) -> None:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
 from anylaunch.backends.slurm import commands, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
-from anylaunch.errors import BackendError, ConfigError
+from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.plan import Plan, secret_values
 from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
@@ -28,6 +28,8 @@ CANCEL_WAIT_S = 60.0
 # Inherited from an enclosing allocation, these would bend the new job (SLURM_JOB_ID,
 # SLURM_NTASKS, ...); SLURM_CONF says which cluster to talk to and stays.
 _KEEP = frozenset({"SLURM_CONF"})
+# sbatch's words when slurmctld got the request but its answer did not come back.
+_MAYBE_SUBMITTED = "Socket timed out on send/recv operation"
 
 
 class SlurmBackend:
@@ -121,12 +123,28 @@ class SlurmBackend:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k in _KEEP}
         env.update(self._secret_values(plan, secrets))
         workdir = plan.payload["workdir"]
-        proc = commands.run(
-            slurm_plan.sbatch_argv(plan),
-            env=env,
-            cwd=workdir if os.path.isdir(workdir) else None,
+        try:
+            proc = commands.run(
+                slurm_plan.sbatch_argv(plan),
+                env=env,
+                cwd=workdir if os.path.isdir(workdir) else None,
+                check=False,
+            )
+        except commands.NoAnswer as exc:
+            raise SubmitOutcomeUnknown(exc.message) from None
+        message = " ".join((proc.stderr or proc.stdout).split())
+        if proc.returncode == 0:
+            try:
+                return commands.parse_job_id(proc.stdout)
+            except BackendError as exc:  # accepted, but the id was lost on the way
+                raise SubmitOutcomeUnknown(exc.message) from None
+        if proc.returncode < 0 or _MAYBE_SUBMITTED in message:
+            # Killed midway, or slurmctld's answer timed out: Slurm's own advice is that
+            # the job may have been submitted anyway.
+            raise SubmitOutcomeUnknown(f"sbatch: {message or f'signal {-proc.returncode}'}")
+        raise BackendError(
+            f"sbatch failed: {message or f'exit status {proc.returncode}'}", code="SLURM"
         )
-        return commands.parse_job_id(proc.stdout)
 
     def _secret_values(self, plan: Plan, secrets: Mapping[str, str]) -> dict[str, str]:
         stashed: dict[str, str] = {}

@@ -61,7 +61,7 @@ def run(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise BackendError(
+        raise NoAnswer(
             f"{tool} did not answer in {TIMEOUT_S}s — is slurmctld up? (scontrol ping)",
             code="SLURM_UNAVAILABLE",
         ) from None
@@ -69,6 +69,10 @@ def run(
         message = " ".join((proc.stderr or proc.stdout).split()) or f"exit status {proc.returncode}"
         raise BackendError(f"{tool} failed: {message}", code="SLURM")
     return proc
+
+
+class NoAnswer(BackendError):
+    """A Slurm command that did not answer in time: what it did is not known."""
 
 
 def parse_job_id(stdout: str) -> str:
