@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import launch, lepton, others, plans, slurm, staging, startup, ui
+from bench import diagnose, launch, lepton, others, plans, slurm, staging, startup, ui
 from bench.common import Row, failed
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("startup", "plan", "slurm", "lepton", "launch", "staging", "ui")
+GROUPS = ("startup", "plan", "slurm", "lepton", "launch", "staging", "ui", "diagnose")
 
 
 def to_markdown(rows: list[Row]) -> str:
@@ -60,6 +60,7 @@ def main() -> None:
         "launch": launch.run,
         "staging": staging.run,
         "ui": ui.run,
+        "diagnose": diagnose.run,
     }
     started = time.perf_counter()
     rows: list[Row] = []

@@ -90,3 +90,21 @@ def devstack() -> dict[str, str]:
             pytest.fail("devstack is not up: run scripts/devstack up")
         pytest.skip("devstack is not up (scripts/devstack up)")
     return env
+
+
+_DIAGNOSIS_CORPUS = ROOT / "tests" / "diagnose"
+_corpus_ran: list[bool] = []
+
+
+def pytest_collection_modifyitems(items):
+    if any(Path(str(item.fspath)).parent == _DIAGNOSIS_CORPUS for item in items):
+        _corpus_ran.append(True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The diagnosis corpus' accuracy as one line, when its tests ran."""
+    if _corpus_ran:
+        from anylaunch.diagnose import score
+
+        cases = score.load(_DIAGNOSIS_CORPUS / "corpus")
+        terminalreporter.write_line(score.score(cases).line())

@@ -2,8 +2,9 @@
 
 Each rule names the program that prints its messages (`source`: a file in that
 program's repository, or the page that documents it), so a rule can be checked against
-the text it was taken from. A line is matched against RULES in order; the first match
-classifies it, so a specific rule stands before a general one that would also match
+the text it was taken from. A line is matched against RULES in order; the first strong match
+classifies it (else the first weak one), so a specific rule stands before a general one
+that would also match
 ("unable to write to file </torch_…>: No space left on device" is shared memory, not a
 full disk).
 
@@ -115,6 +116,7 @@ RULES: list[Rule] = [
         r"\bNodeLost\b",
         r"Task launch for \S+ failed on node",
         r"job driver (died|was lost)|FAILED_DRIVER",
+        r"FAILED_CONTROLLER",
     ),
     # A host DRAM error is the node's fault; the GPU ECC ones follow below.
     _r(
@@ -158,6 +160,9 @@ RULES: list[Rule] = [
         r"Failed to initialize NVML",
         r"CUDA error: (unknown error|unspecified launch failure)",
         r"CUDA_ERROR_(NOT_INITIALIZED|NO_DEVICE)\b",
+        r"CUDA driver initialization failed",
+        r"Found no NVIDIA driver on your system",
+        r"forward compatibility was attempted on non supported HW",
     ),
     # --- Memory ---------------------------------------------------------------------------
     _r("OOM_HOST", "openjdk: java.lang.OutOfMemoryError", r"java\.lang\.OutOfMemoryError"),
@@ -169,6 +174,7 @@ RULES: list[Rule] = [
         r"CUDA error: out of memory",
         r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY",
         r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED",
+        r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate",
         r"RESOURCE_EXHAUSTED: Out of memory",
         r"HIP out of memory",
         r"out of memory on (device|GPU)",
@@ -300,12 +306,21 @@ RULES: list[Rule] = [
         r"nvidia-container-cli: (mount|initialization|container) error",
         r"couldn't start container|container start failed",
     ),
-    # A pyxis failure is followed by this line whatever the reason: the line above says why.
+    _r(
+        "USER_ERROR",
+        "kubernetes pkg/kubelet (CrashLoopBackOff)",
+        r"CrashLoopBackOff",
+        r"Back-off restarting failed container",
+        weak=True,
+    ),
+    # A pyxis failure is followed by these lines whatever the reason: the lines around
+    # them say why.
     _r(
         "CONTAINER_MOUNT",
         "SchedMD/slurm src/common/spank.c",
         r"spank_pyxis\.so: \w+\(\) failed",
         r"spank: required plugin .* failed",
+        r"pyxis: child \d+ failed with error code",
         weak=True,
     ),
     # --- Credentials and storage ----------------------------------------------------------
@@ -402,6 +417,7 @@ RULES: list[Rule] = [
         r"AllocationFailed|SkuNotAvailable|ZonalAllocationFailed",
         r"Nodes required for job are DOWN, DRAINED",
         r"Requested nodes are busy",
+        r"Unable to create step for job",
         r"Reason=\(?(ReqNodeNotAvail|PartitionNodeLimit)",
     ),
     # --- Collectives: the timeout before the error, so a watchdog timeout wrapped in a
@@ -471,6 +487,7 @@ RULES: list[Rule] = [
         r"waiting for clients",
         r"store based barrier|store_based_barrier",
         r"Timed out initializing process group",
+        r"connect\(\) timed out\. Original timeout",
         r"TCPStore",
         r"\bstore->(get|set|wait)\b|Socket Timeout|recvBytes|sendBytes",
         r"Connection refused",
@@ -542,6 +559,7 @@ RULES: list[Rule] = [
         r"SignalException",
         r"Sending process \d+ closing signal SIG(TERM|INT)",
         r"Terminating job step",
+        r"Force Terminated (job|StepId)",
         r"^Terminated$",
         weak=True,
     ),
@@ -585,7 +603,7 @@ RULES: list[Rule] = [
     _r(
         "USER_ERROR",
         "python/cpython; bash; SkyPilot FAILED_SETUP",
-        r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)",
+        r"(?<![\w.])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)",
         r"^(AssertionError|KeyboardInterrupt|StopIteration)\b",
         case=True,
     ),
@@ -598,6 +616,7 @@ RULES: list[Rule] = [
         r"command not found",
         r"No module named",
         r"can't open file",
+        r"execve\(\): .*: No such file or directory",
         r"CalledProcessError",
         r"returned non-zero exit status",
     ),
@@ -606,6 +625,13 @@ RULES: list[Rule] = [
         "python/cpython Python/traceback.c",
         r"Traceback \(most recent call last\)",
         weak=True,
+    ),
+    _r(
+        "USER_ERROR",
+        "skypilot-org/skypilot sky/skylet/job_lib.py (JobStatus.FAILED)",
+        r"^FAILED: ",
+        weak=True,
+        case=True,
     ),
 ]
 
@@ -631,7 +657,12 @@ def classify(text: str) -> Rule | None:
     if IGNORE.search(text):
         return None
     body = strip_prefix(text)
+    weak = None
     for rule in RULES:
         if rule.pattern.search(text) or (body is not text and rule.pattern.search(body)):
-            return rule
-    return None
+            if rule.strength == STRONG:
+                return rule
+            weak = weak or rule
+    # A wrapper ("DistBackendError: ... what(): CUDA error: ...") names its cause later
+    # on the same line: a strong rule there wins over the wrapper's weak one.
+    return weak

@@ -51,6 +51,8 @@ _WORDS = {
     "terminated": 15,
     "interrupt": 2,
     "hangup": 1,
+    "illegal instruction": 4,
+    "floating point exception": 8,
 }
 
 _SIGNAL_PATTERNS = [
@@ -62,12 +64,12 @@ _SIGNAL_PATTERNS = [
 ]
 _NAME = re.compile(r"\b(SIGKILL|SIGBUS|SIGABRT|SIGSEGV|SIGILL|SIGFPE|SIGTERM|SIGINT|SIGHUP)\b")
 _WORD = re.compile(
-    r"(?:task \d+: |^|signal: |\] |\s\d+ )(Killed|Bus error|Aborted|Segmentation fault|Terminated)"
+    r"(?:task \d+: |^|signal: |\] |\s\d+ )(Killed|Bus error|Aborted|Segmentation fault|Terminated|Illegal instruction|Floating point exception)"
     r"(?: \(core dumped\))?(?:$|\.|\s)",
     re.IGNORECASE,
 )
 _EXIT = re.compile(
-    r"(?:exit(?:ed)?(?: with)?(?: exit)? (?:code|status)|exit_code|return ?code|returncode|"
+    r"(?:exit(?:ed)?(?: with)?(?: exit)? (?:code|status)|exit_?code|return ?code|returncode|"
     r"Exit Code|ExitCode=)[\s:=]*(-?\d+)",
     re.IGNORECASE,
 )

@@ -232,9 +232,9 @@ class LeptonBackend:
 
         try:
             with self._client() as client:
-                return [
-                    f"{e.type} {e.reason}: {e.message or ''}" for e in client.events(job.native_id)
-                ]
+                from anylaunch.lepton.analysis import event_line
+
+                return [event_line(e) for e in client.events(job.native_id)]
         except AnylaunchError:
             return []  # diagnosis still works from state and logs
 
