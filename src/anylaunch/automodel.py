@@ -39,10 +39,23 @@ CREDENTIALS = (("hf_token", "HF_TOKEN"), ("wandb_key", "WANDB_API_KEY"))
 _TARGET_PREFIX = "nemo_automodel."
 
 
-def is_recipe(recipe: Mapping[Any, Any]) -> bool:
-    """An AutoModel recipe names its recipe class, or builds AutoModel's components."""
+# Fields that only AutoModel's launcher has: a section that uses one was written for it.
+_OWN_FIELDS = {
+    "slurm": {"hf_token", "wandb_key", "repo_root", "job_dir", "nemo_mount"},
+    "skypilot": {"hf_token", "wandb_key", "job_dir", "gpus_per_node"},
+}
+
+
+def is_recipe(spec: JobSpec) -> bool:
+    """An AutoModel recipe names its recipe class, builds AutoModel's components, or has a
+    launcher section that uses fields only AutoModel's launcher knows."""
+    recipe = spec.recipe
     if isinstance(recipe.get("recipe"), str) or "step_scheduler" in recipe:
         return True
+    for name, fields in _OWN_FIELDS.items():
+        section = getattr(spec, name)
+        if section is not None and fields & section.model_fields_set:
+            return True
     return _names_automodel(recipe, depth=0)
 
 
@@ -61,7 +74,7 @@ def _names_automodel(value: Any, depth: int) -> bool:
 
 def with_defaults(spec: JobSpec, environ: Mapping[str, str]) -> JobSpec:
     """The spec with AutoModel's launcher defaults filled in where the user wrote nothing."""
-    if not is_recipe(spec.recipe):
+    if not is_recipe(spec):
         return spec
     update: dict[str, Any] = {}
     if spec.slurm is not None:
