@@ -4,6 +4,7 @@ cascade, and the CLI / Job.diagnose() paths on real failed jobs."""
 from __future__ import annotations
 
 import sys
+import textwrap
 
 import pytest
 
@@ -189,3 +190,39 @@ def test_native_failure_words_of_skypilot_are_classified():
         diagnose_text("", events=["FAILED_PRECHECKS: invalid cloud credentials"]).code
         == "SUBMIT_CONFIG"
     )
+
+
+def test_a_teardown_abort_on_node_1_rank_2_is_named_there_with_the_abort_not_the_warnings(
+    cli, write, tmp_path
+):
+    """The README demo's failure on a fresh machine: every rank warns that NumPy is
+    missing, then rank 2 (node 1) aborts at teardown. The abort is the cause."""
+    program = tmp_path / "demo.py"
+    program.write_text(
+        textwrap.dedent(
+            """
+            import os, sys, warnings
+            warnings.warn("Failed to initialize NumPy: No module named 'numpy'")
+            sys.stderr.flush()
+            if int(os.environ["RANK"]) == 2:
+                sys.stderr.write("terminate called without an active exception\\n")
+                sys.stderr.flush()
+                os.abort()
+            """
+        )
+    )
+    path = write(
+        f"""
+        command: [{sys.executable}, {program}]
+        nodes: 2
+        gpus_per_node: 2
+        local: {{kill_grace_s: 1}}
+        """
+    )
+    job = cli("run", str(path), "--json", timeout=180).json()
+    assert job["state"] == "FAILED"
+    result = cli("diagnose", job["id"], "--json").json()
+    assert result["code"] == "USER_ERROR"
+    assert "terminate called without an active exception" in result["cause"]
+    assert (result["first_failure"]["node"], result["first_failure"]["rank"]) == (1, 2)
+    assert result["evidence"] and not any("Warning" in e["text"] for e in result["evidence"])
