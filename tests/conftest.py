@@ -33,9 +33,47 @@ def home(tmp_path, monkeypatch) -> Path:
     return path
 
 
+SCHEMAS = ROOT / "docs" / "schemas"
+_schemas: dict[str, dict] = {}
+
+
+def json_schema_name(args: tuple[str, ...]) -> str:
+    """Which docs/schemas/ file describes the `--json` output of these arguments."""
+    words = [str(a) for a in args if not str(a).startswith("-")]
+    return "-".join(words[:2]) if words[:1] == ["lepton"] else words[0]
+
+
+def check_json_output(args: tuple[str, ...], result: Result) -> None:
+    """Every `--json` output the suite sees must match its published schema: an error
+    object the error schema, anything else the command's."""
+    if "--json" not in args or "--" in args[: args.index("--json")]:
+        return
+    try:
+        data = json.loads(result.out)
+    except ValueError:
+        if result.rc == 0:
+            raise AssertionError(f"--json printed no JSON: {result.out[:500]!r}") from None
+        return
+    import jsonschema
+
+    is_error = isinstance(data, dict) and "error" in data and set(data) <= {"error", "checks"}
+    name = "error" if is_error else json_schema_name(args)
+    if name not in _schemas:
+        _schemas[name] = json.loads((SCHEMAS / f"{name}.json").read_text())
+    try:
+        jsonschema.validate(data, _schemas[name])
+    except jsonschema.ValidationError as exc:
+        raise AssertionError(
+            f"`anylaunch {' '.join(args)}` printed JSON that breaks docs/schemas/{name}.json:"
+            f" {exc.message} at {list(exc.absolute_path)} (if the change is meant, update"
+            " src/anylaunch/contract/outputs.py and run python -m anylaunch.contract.schemas)"
+        ) from None
+
+
 @pytest.fixture
 def cli(home):
-    """Run `python -m anylaunch ARGS` as a user would, in a separate process."""
+    """Run `python -m anylaunch ARGS` as a user would, in a separate process; a `--json`
+    output is checked against its schema on the way."""
 
     def run(
         *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
@@ -48,7 +86,9 @@ def cli(home):
             cwd=cwd,
             timeout=timeout,
         )
-        return Result(proc.returncode, proc.stdout, proc.stderr)
+        result = Result(proc.returncode, proc.stdout, proc.stderr)
+        check_json_output(args, result)
+        return result
 
     return run
 

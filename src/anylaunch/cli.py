@@ -77,29 +77,29 @@ def run(
 ) -> None:
     """Run the job in FILE; after `--`, a COMMAND that replaces the file's command
     (`{config}` in it becomes the path of the recipe without launcher sections)."""
-    from anylaunch import api
-    from anylaunch.backends.base import get_backend
-    from anylaunch.config import route
+    from anylaunch import ops
+    from anylaunch.contract.inputs import DryRunArgs, RunArgs
 
-    spec = api.load(file, overrides=overrides, command=command or None)
-    name = route(spec, backend)
+    given = {"file": file, "backend": backend, "overrides": list(overrides), "command": command}
     if dry_run:
-        plan = api.dry_run(spec, name)
+        args = ops.parse(DryRunArgs, given)
         if as_json:
-            _emit_json({"backend": name, "plan": plan.model_dump(mode="json")})
+            _emit_json(ops.dry_run(args))
         else:
-            click.echo(get_backend(name).describe(plan))
-        return
-    if not no_preflight:
-        _preflight_or_stop(api.checks(spec, name), quiet=as_json)
-    if spec.splits is not None:
-        from anylaunch import splits
+            from anylaunch import api
+            from anylaunch.backends.base import get_backend
+            from anylaunch.config import route
 
-        # The same command again resumes its unfinished run (e.g. after a crash mid-submit).
-        run = splits.launch(spec, backend=name, check=False, key=splits.run_key(spec, name))
-        _finish_run(run.id, detach=detach, as_json=as_json)
+            spec = ops.load(args)
+            name = route(spec, backend)
+            click.echo(get_backend(name).describe(api.dry_run(spec, name)))
         return
-    job = api.submit(spec, name, check=False)
+    args = ops.parse(RunArgs, {**given, "preflight": not no_preflight})
+    job = ops.start(args, warn=None if as_json else _warn)
+    if isinstance(job, str):  # a run of splits
+        _finish_run(job, detach=detach, as_json=as_json)
+        return
+    name = job.backend
     if detach:
         if as_json:
             _emit_json(job.record.summary())
@@ -163,47 +163,25 @@ def _finish_run(run_id: str, *, detach: bool, as_json: bool) -> None:
 @_handles_errors
 def retry(run_id: str, only_failed: bool, detach: bool, as_json: bool) -> None:
     """Resubmit a run's failed splits with the same split ids, after showing why each failed."""
-    from anylaunch import api, runs
+    from anylaunch import ops
+    from anylaunch.contract.inputs import RetryArgs
     from anylaunch.errors import UsageError
 
     if not only_failed:
         raise UsageError("say which splits: anylaunch retry RUN --failed")
-    view = runs.load(run_id)
-    resumed = runs.resume_unsent(view)
-    if resumed:
-        if not as_json:
-            click.echo(f"run {view.id}: submitted splits {resumed}, left unsubmitted", err=True)
-        view = runs.load(view.id)
-    failed = view.failed()
-    if not failed and resumed:
-        _finish_run(view.id, detach=detach, as_json=as_json)
-        return
-    if not failed:
-        if not as_json:
-            click.echo(f"run {view.id}: no failed split to retry ({view.state.value})", err=True)
-        _finish_run(view.id, detach=True, as_json=as_json)
-        return
-    for split_id in failed:
-        attempt = view.splits[split_id][-1]
-        result = api.get(attempt.id).diagnose()
-        if not as_json:
-            click.echo(
-                f"split {split_id} (job {attempt.id}): {result.code}: {result.cause}", err=True
-            )
-    runs.retry_failed(view)
-    _finish_run(view.id, detach=detach, as_json=as_json)
+    args = ops.parse(RetryArgs, {"run_id": run_id})
+    view, submitted = ops.retry_failed(args, note=None if as_json else _note)
+    # Nothing resubmitted: nothing to wait for.
+    _finish_run(view.id, detach=detach or not submitted, as_json=as_json)
 
 
-def _preflight_or_stop(checks: list[Any], *, quiet: bool) -> None:
-    from anylaunch.preflight import PreflightFailed, failed
+def _note(text: str) -> None:
+    click.echo(text, err=True)
 
-    if not quiet:
-        for check in checks:
-            if check.status == "warn":
-                fix = f" — {check.fix}" if check.fix else ""
-                click.echo(f"anylaunch: warning: {check.name}: {check.message}{fix}", err=True)
-    if failed(checks):
-        raise PreflightFailed(failed(checks))
+
+def _warn(check: Any) -> None:
+    fix = f" — {check.fix}" if check.fix else ""
+    click.echo(f"anylaunch: warning: {check.name}: {check.message}{fix}", err=True)
 
 
 @cli.command()
@@ -215,20 +193,24 @@ def _preflight_or_stop(checks: list[Any], *, quiet: bool) -> None:
 def preflight(file: str, backend: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Check a job before submitting it: credentials, paths, mounts on the cluster, ports.
     Exit status 2 when a check fails."""
-    from anylaunch import api
-    from anylaunch.preflight import failed
+    from anylaunch import ops
+    from anylaunch.contract.inputs import PreflightArgs
 
-    spec = api.load(file, overrides=overrides)
-    checks = api.checks(spec, backend, deep=True)
+    args = ops.parse(
+        PreflightArgs, {"file": file, "backend": backend, "overrides": list(overrides)}
+    )
+    result = ops.preflight(args)
     if as_json:
-        _emit_json({"checks": [c.to_json() for c in checks], "ok": not failed(checks)})
+        _emit_json(result)
     else:
         mark = {"ok": click.style("ok  ", fg="green"), "warn": click.style("warn", fg="yellow"),
                 "fail": click.style("FAIL", fg="red")}  # fmt: skip
-        for check in checks:
-            fix = f"\n        fix: {check.fix}" if check.fix and check.status != "ok" else ""
-            click.echo(f"{mark[check.status]}  {check.name}: {check.message}{fix}")
-    if failed(checks):
+        for check in result["checks"]:
+            fix = (
+                f"\n        fix: {check['fix']}" if check["fix"] and check["status"] != "ok" else ""
+            )
+            click.echo(f"{mark[check['status']]}  {check['name']}: {check['message']}{fix}")
+    if not result["ok"]:
         sys.exit(EXIT_USAGE)
 
 
@@ -262,13 +244,17 @@ def ps(
     show_all: bool, limit: int, states: tuple[str, ...], backend: str | None, as_json: bool
 ) -> None:
     """List jobs, newest first."""
-    from anylaunch import api
+    from anylaunch import api, ops
+    from anylaunch.contract.inputs import PsArgs
 
-    wanted = [_state(s) for s in states]
-    records = api.jobs(limit=None if show_all else limit, states=wanted, backend=backend)
+    wanted = [_state(s).value for s in states]
+    args = ops.parse(
+        PsArgs, {"limit": None if show_all else limit, "states": wanted, "backend": backend}
+    )
     if as_json:
-        _emit_json([r.summary() for r in records])
+        _emit_json(ops.ps(args))
         return
+    records = api.jobs(limit=args.limit, states=[_state(s) for s in wanted], backend=backend)
     from anylaunch.tables import jobs_table
 
     jobs_table(records)
@@ -291,36 +277,26 @@ def _state(text: str) -> Any:
 @_handles_errors
 def status(job_id: str, as_json: bool) -> None:
     """Show a job's state, exit code and state history — or a run's splits."""
-    from anylaunch import api
-    from anylaunch.errors import JobNotFound
-    from anylaunch.reports import profile_reports
+    from anylaunch import ops
+    from anylaunch.contract.inputs import RunOrJobRef
 
-    try:
-        job = api.get(job_id)
-    except JobNotFound:
-        from anylaunch import runs
-
-        view = runs.load(job_id)
-        if as_json:
-            _emit_json(view.to_json())
-            return
-        click.echo(f"run {view.id} {view.state.value} ({view.backend}, {len(view.splits)} splits)")
-        for split_id, attempts in sorted(view.splits.items()):
-            tries = ", ".join(f"{a.id} {a.state.value}" for a in attempts)
-            click.echo(f"  split {split_id}: {attempts[-1].state.value}  [{tries}]")
-        return
-    job.status()
-    summary = {**job.record.summary(), "events": job.events()}
-    reports = profile_reports(job.record)
-    if reports:
-        summary["reports"] = reports
+    summary = ops.status(ops.parse(RunOrJobRef, {"id": job_id}))
     if as_json:
         _emit_json(summary)
+        return
+    if "run" in summary:
+        click.echo(
+            f"run {summary['run']} {summary['state']} ({summary['backend']},"
+            f" {len(summary['splits'])} splits)"
+        )
+        for split in summary["splits"]:
+            tries = ", ".join(f"{a['id']} {a['state']}" for a in split["attempts"])
+            click.echo(f"  split {split['split_id']}: {split['state']}  [{tries}]")
         return
     from anylaunch.tables import job_detail
 
     job_detail(summary)
-    for report in reports:
+    for report in summary.get("reports", []):
         click.echo(f"    report  {report}")
 
 
@@ -329,17 +305,28 @@ def status(job_id: str, as_json: bool) -> None:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
 @click.option("--tail", "-n", type=int, help="Only the last N lines (per node).")
 @click.option("--node", type=int, help="Only this node's log.")
+@click.option(
+    "--since", type=int, default=0, help="Skip the first N characters (an earlier `offset`)."
+)
 @_JSON
 @_handles_errors
-def logs(job_id: str, follow: bool, tail: int | None, node: int | None, as_json: bool) -> None:
+def logs(
+    job_id: str, follow: bool, tail: int | None, node: int | None, since: int, as_json: bool
+) -> None:
     """Print a job's output (every node, prefixed `[node N]`, unless --node)."""
-    from anylaunch import api
+    from anylaunch import api, ops
+    from anylaunch.contract.inputs import LogsArgs
     from anylaunch.logs import follow as follow_logs
 
-    job = api.get(job_id)
-    if as_json:
-        _emit_json({"id": job.id, "node": node, "text": job.logs(node=node, tail=tail)})
+    args = ops.parse(LogsArgs, {"job_id": job_id, "node": node, "tail": tail, "since": since})
+    if as_json or since:
+        result = ops.logs(args)
+        if as_json:
+            _emit_json(result)
+        else:
+            click.echo(result["text"], nl=False)
         return
+    job = api.get(job_id)
     if follow:
         for line in follow_logs(job, node=node, tail=tail):
             click.echo(line)
@@ -357,17 +344,13 @@ def logs(job_id: str, follow: bool, tail: int | None, node: int | None, as_json:
 @_handles_errors
 def cancel(job_ids: tuple[str, ...], as_json: bool) -> None:
     """Cancel jobs; waits until each has stopped."""
-    from anylaunch import api
+    from anylaunch import ops
+    from anylaunch.contract.inputs import CancelArgs
 
-    results = []
-    for job_id in job_ids:
-        job = api.get(job_id)
-        state = job.cancel()
-        results.append(job.record.summary())
-        if not as_json:
-            click.echo(f"{job.id} {state.value}")
+    args = ops.parse(CancelArgs, {"job_ids": list(job_ids)})
+    results = ops.cancel(args, note=None if as_json else click.echo)
     if as_json:
-        _emit_json(results if len(results) > 1 else results[0])
+        _emit_json(results)
 
 
 @cli.command("lepton-emulator")
@@ -469,7 +452,7 @@ def diagnose(job_id: str | None, log_file: str | None, as_json: bool) -> None:
 
         result = api.get(job_id).diagnose()
     if as_json:
-        _emit_json(result.to_json())
+        _emit_json(result.to_json())  # the object ops.diagnose returns
         return
     click.echo(
         f"{result.code} ({result.err_class}, {'retryable' if result.retryable else 'not retryable'})"
@@ -480,6 +463,101 @@ def diagnose(job_id: str | None, log_file: str | None, as_json: bool) -> None:
         where = " ".join(f"{k} {item[k]}" for k in ("node", "rank") if item[k] is not None)
         click.echo(
             f"  {item['source']}:{item['line']} {f'[{where}] ' if where else ''}{item['text']}"
+        )
+
+
+@cli.command()
+@click.option(
+    "--read-only", is_flag=True, help="Offer only the tools that read (no run, cancel, retry)."
+)
+@_handles_errors
+def mcp(read_only: bool) -> None:
+    """Serve anylaunch to a coding agent over stdio (Model Context Protocol).
+
+    \b
+    Add it to an agent's MCP configuration, e.g.:
+      {"mcpServers": {"anylaunch": {"command": "anylaunch", "args": ["mcp"]}}}
+    """
+    from anylaunch.errors import UsageError
+
+    try:
+        from anylaunch.mcp.server import serve
+    except ImportError as exc:
+        raise UsageError(
+            f"the MCP server needs {exc.name} — pip install 'anylaunch[mcp]'"
+        ) from None
+    serve(read_only=read_only)
+
+
+@cli.command()
+@click.argument("command", nargs=-1)
+@click.option("--list", "show_list", is_flag=True, help="Name every schema.")
+@_handles_errors
+def schema(command: tuple[str, ...], show_list: bool) -> None:
+    """Print the JSON Schema of COMMAND's --json output (`error` for errors, `mcp TOOL` for
+    an MCP tool's result)."""
+    from anylaunch.contract.schemas import all_schemas, render
+    from anylaunch.errors import UsageError
+
+    files = all_schemas()
+    names = sorted(name.removesuffix(".json").replace("/", " ") for name in files)
+    if show_list:
+        click.echo("\n".join(names))
+        return
+    wanted = " ".join(command)
+    key = ("mcp/" + wanted[4:] if wanted.startswith("mcp ") else wanted.replace(" ", "-")) + ".json"
+    if key not in files:
+        raise UsageError(
+            f"no schema for '{wanted}' — use one of: {', '.join(names)}"
+            if wanted
+            else "name a command — for example: anylaunch schema status"
+        )
+    click.echo(render(files[key]), nl=False)
+
+
+@cli.group()
+def lepton() -> None:
+    """DGX Cloud Lepton workspace: resource shapes and volumes (LEPTON_WORKSPACE_ID,
+    LEPTON_AUTH_TOKEN)."""
+
+
+@lepton.command()
+@click.option("--node-group", help="Only this node group (id or name).")
+@_JSON
+@_handles_errors
+def shapes(node_group: str | None, as_json: bool) -> None:
+    """The resource shapes a job can ask for (lepton.resource_shape)."""
+    from anylaunch import ops
+    from anylaunch.contract.inputs import NodeGroupArgs
+
+    table = ops.lepton_shapes(ops.parse(NodeGroupArgs, {"node_group": node_group}))
+    if as_json:
+        _emit_json(table)
+        return
+    for shape_id, shape in table.items():
+        click.echo(
+            f"{shape_id}  {shape['gpu_count']}x {shape['instance_type']}  cpu {shape['cpu']}"
+            f"  memory {shape['memory_in_mb']} MB  {shape['cluster'] or ''}"
+        )
+
+
+@lepton.command()
+@click.option("--node-group", help="Only this node group (id or name).")
+@_JSON
+@_handles_errors
+def volumes(node_group: str | None, as_json: bool) -> None:
+    """The shared volumes of the node groups (what mounts can name)."""
+    from anylaunch import ops
+    from anylaunch.contract.inputs import NodeGroupArgs
+
+    found = ops.lepton_volumes(ops.parse(NodeGroupArgs, {"node_group": node_group}))
+    if as_json:
+        _emit_json(found)
+        return
+    for volume in found:
+        click.echo(
+            f"{volume['node_group_id']}  {volume['name']}  {volume['type']}  {volume['from']}"
+            f"  -> {volume['mount_path']}"
         )
 
 

@@ -1,0 +1,248 @@
+"""Each command as an operation: arguments (a model of `contract.inputs`) in, the object
+that `--json` prints out.
+
+The CLI and the MCP server both call these, so an agent gets the same objects through
+either, and neither has a second copy of how a status or a log answer is assembled.
+Pydantic is imported by the argument models only; the answers are plain dicts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from anylaunch import api
+from anylaunch.errors import UsageError
+from anylaunch.store import home
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from anylaunch.contract import inputs
+    from anylaunch.preflight import Check
+    from anylaunch.runs import RunView
+    from anylaunch.spec import JobSpec
+
+    M = TypeVar("M", bound=BaseModel)
+
+Note = Callable[[str], None]
+
+
+def parse(model: type[M], data: dict[str, Any]) -> M:
+    """Validate arguments; a bad one is a one-line UsageError naming the argument."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "arguments"
+        fix = _ARG_FIX.get(first["type"], "")
+        raise UsageError(f"{where}: {first['msg']}{fix}") from None
+
+
+_ARG_FIX = {
+    "extra_forbidden": " — remove it (see the tool's input schema)",
+    "missing": " — add it",
+}
+
+
+# -- a job file -----------------------------------------------------------------------
+
+
+def job_path(args: inputs.JobFile) -> str:
+    """The job file's path; YAML text is written under $ANYLAUNCH_HOME/jobfiles/ first.
+
+    Named by the text's hash, so sending the same text twice names the same file and a
+    run of splits keyed on its source resumes rather than starting again. The path is
+    what the job's record keeps as its source.
+    """
+    if args.file is not None:
+        return args.file
+    text = args.yaml or ""
+    folder = home() / "jobfiles"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    return str(path)
+
+
+def load(args: inputs.JobFile) -> JobSpec:
+    command = getattr(args, "command", None) or None
+    return api.load(job_path(args), overrides=args.overrides, command=command)
+
+
+def dry_run(args: inputs.DryRunArgs) -> dict[str, Any]:
+    from anylaunch.config import route
+
+    spec = load(args)
+    name = route(spec, args.backend)
+    return {"backend": name, "plan": api.dry_run(spec, name).model_dump(mode="json")}
+
+
+def start(args: inputs.RunArgs, *, warn: Callable[[Check], None] | None = None) -> api.Job | str:
+    """Preflight (unless switched off), then submit: a Job, or the id of a run of splits."""
+    from anylaunch.config import route
+    from anylaunch.preflight import PreflightFailed, failed
+
+    spec = load(args)
+    name = route(spec, args.backend)
+    if args.preflight:
+        checks = api.checks(spec, name)
+        for check in checks:
+            if check.status == "warn" and warn is not None:
+                warn(check)
+        if failed(checks):
+            raise PreflightFailed(failed(checks))
+    if spec.splits is not None:
+        from anylaunch import splits
+
+        # The same command again resumes its unfinished run (e.g. after a crash mid-submit).
+        run = splits.launch(spec, backend=name, check=False, key=splits.run_key(spec, name))
+        return run.id
+    return api.submit(spec, name, check=False)
+
+
+def started(what: api.Job | str) -> dict[str, Any]:
+    """What `run --detach --json` prints: the job, or the run of splits."""
+    if isinstance(what, str):
+        from anylaunch import runs
+
+        return runs.load(what).to_json()
+    return what.record.summary()
+
+
+# -- checks ---------------------------------------------------------------------------
+
+
+def preflight(args: inputs.PreflightArgs) -> dict[str, Any]:
+    from anylaunch.preflight import failed
+
+    checks = api.checks(load(args), args.backend, deep=True)
+    return {"checks": [c.to_json() for c in checks], "ok": not failed(checks)}
+
+
+# -- jobs -----------------------------------------------------------------------------
+
+
+def ps(args: inputs.PsArgs) -> list[dict[str, Any]]:
+    from anylaunch.state import State
+
+    records = api.jobs(
+        limit=args.limit, states=[State(s) for s in args.states], backend=args.backend
+    )
+    return [r.summary() for r in records]
+
+
+def status(args: inputs.RunOrJobRef) -> dict[str, Any]:
+    """A job's summary, events and reports; or, for a run id, the run's splits."""
+    from anylaunch.errors import JobNotFound
+    from anylaunch.reports import profile_reports
+
+    try:
+        job = api.get(args.id)
+    except JobNotFound:
+        from anylaunch import runs
+
+        return runs.load(args.id).to_json()
+    job.status()
+    summary = {**job.record.summary(), "events": job.events()}
+    reports = profile_reports(job.record)
+    if reports:
+        summary["reports"] = reports
+    return summary
+
+
+def logs(args: inputs.LogsArgs) -> dict[str, Any]:
+    """The output from offset `since` on (the last `tail` lines of it, when asked).
+
+    Offsets count characters of one log: with several nodes, whose lines are grouped by
+    node, an offset into the joined text would skip lines written later by an earlier
+    node, so following a multi-node job from an offset needs `node`.
+    """
+    from anylaunch.backends.base import get_backend
+
+    job = api.get(args.job_id)
+    whole = job.logs(node=args.node)
+    if args.since and args.node is None:
+        sources = list(get_backend(job.backend).logs(job.record, None))
+        if len(sources) > 1:
+            raise UsageError(
+                f"since: job {job.id} has {len(sources)} node logs — pass node as well"
+            )
+    text = whole[args.since :]
+    if args.tail is not None:
+        lines = text.splitlines(keepends=True)
+        text = "".join(lines[-args.tail :] if args.tail else [])
+    return {"id": job.id, "node": args.node, "text": text, "offset": len(whole)}
+
+
+def wait(args: inputs.WaitArgs) -> dict[str, Any]:
+    """Block up to `timeout_s` for the job to end; its summary either way."""
+    job = api.get(args.job_id)
+    job.wait(timeout=args.timeout_s)
+    return job.record.summary()
+
+
+def diagnose(args: inputs.JobRef) -> dict[str, Any]:
+    return api.get(args.job_id).diagnose().to_json()
+
+
+def cancel(args: inputs.CancelArgs, *, note: Note | None = None) -> Any:
+    """Cancel each job and wait until it stopped: one summary, or a list for several."""
+    results = []
+    for job_id in args.job_ids:
+        job = api.get(job_id)
+        state = job.cancel()
+        results.append(job.record.summary())
+        if note is not None:
+            note(f"{job.id} {state.value}")
+    return results if len(results) > 1 else results[0]
+
+
+# -- runs -----------------------------------------------------------------------------
+
+
+def retry_failed(args: inputs.RetryArgs, *, note: Note | None = None) -> tuple[RunView, bool]:
+    """Resubmit a run's failed splits (and any a crash left unsubmitted) with their split
+    ids, saying why each failed; the run, and whether anything was submitted."""
+    from anylaunch import runs
+
+    say = note or (lambda _text: None)
+    view = runs.load(args.run_id)
+    resumed = runs.resume_unsent(view)
+    if resumed:
+        say(f"run {view.id}: submitted splits {resumed}, left unsubmitted")
+        view = runs.load(view.id)
+    failed = view.failed()
+    if not failed:
+        if not resumed:
+            say(f"run {view.id}: no failed split to retry ({view.state.value})")
+        return view, bool(resumed)
+    for split_id in failed:
+        attempt = view.splits[split_id][-1]
+        result = api.get(attempt.id).diagnose()
+        say(f"split {split_id} (job {attempt.id}): {result.code}: {result.cause}")
+    runs.retry_failed(view)
+    return runs.load(view.id), True
+
+
+# -- Lepton workspace -----------------------------------------------------------------
+
+
+def lepton_shapes(args: inputs.NodeGroupArgs) -> dict[str, Any]:
+    """The workspace's resource shapes by id (what `lepton.resource_shape` takes)."""
+    from anylaunch.lepton.sdk import LeptonSDK
+
+    return LeptonSDK().list_resource_shapes(args.node_group)
+
+
+def lepton_volumes(args: inputs.NodeGroupArgs) -> list[dict[str, Any]]:
+    """The shared volumes of the workspace's node groups (what `mounts` can name)."""
+    from anylaunch.lepton.sdk import LeptonSDK
+
+    return LeptonSDK().get_volumes(args.node_group)
