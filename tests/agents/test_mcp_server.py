@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, stdio_client
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "docs" / "schemas" / "mcp"
@@ -82,15 +82,20 @@ def drive(
         cwd=str(ROOT),
     )
     holder: list[Agent] = []
+    log = Path(env["ANYLAUNCH_HOME"]).parent / "mcp-server.log"
 
     async def main() -> None:
-        async with Client(server) as client:
-            agent = Agent(client)
-            holder.append(agent)
-            await scenario(agent)
+        with log.open("a") as errlog:
+            async with Client(stdio_client(server, errlog=errlog)) as client:
+                agent = Agent(client)
+                holder.append(agent)
+                await scenario(agent)
 
     anyio.run(main)
-    return holder[0]
+    agent = holder[0]
+    agent.seen.append(log.read_text())  # the server's own log is read by people too
+    assert "tool run" in agent.seen[-1] or read_only
+    return agent
 
 
 @pytest.fixture

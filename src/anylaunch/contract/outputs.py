@@ -111,6 +111,9 @@ class Evidence(_Out):
     line: int
     source: str
     text: str
+    emitter: str | None = Field(
+        description="what printed the line: the program, torchrun, NCCL, the backend ..."
+    )
 
 
 class FirstFailure(_Out):
@@ -125,6 +128,9 @@ class Diagnosis(_Out):
     retryable: bool
     cause: str
     suggestion: str
+    inferred: bool = Field(
+        description="from an exit code or signal alone, no line naming the cause"
+    )
     evidence: list[Evidence] = Field(description="the log lines that show it")
     first_failure: FirstFailure | None
 
