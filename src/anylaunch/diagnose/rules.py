@@ -46,7 +46,7 @@ def _r(code: str, source: str, *patterns: str, weak: bool = False, case: bool = 
 IGNORE = re.compile(
     r"ChildFailedError|^(To enable traceback|traceback\s*:|error_file\s*:|host\s*:|time\s*:|"
     r"exitcode\s*:|rank\s*:|Failures:|Root Cause|<NO_OTHER_FAILURES>|={5,}|-{5,}|\[\d+\]:$)|"
-    r"^\s*File \"",
+    r"^\s*File \"|^frame #\d+:",
     re.IGNORECASE,
 )
 
@@ -451,7 +451,8 @@ RULES: list[Rule] = [
         "NVIDIA/nccl src/init.cc (ncclGetErrorString)",
         r"NCCL error",
         r"nccl(Internal|UnhandledCuda|System|Remote|InvalidUsage|InvalidArgument)Error",
-        r"unhandled (system|cuda) error \(run with NCCL_DEBUG",
+        r"unhandled (system|cuda) error",
+        r"NCCL failure \S+ '",
         r"internal error - please report this issue to the NCCL developers",
         r"remote process exited or there was a network error",
         r"call failed possibly due to a network error or a remote process exiting",
@@ -460,8 +461,8 @@ RULES: list[Rule] = [
         "NCCL_ERROR",
         NCCL_SOCKET + ", src/bootstrap.cc",
         r"Connection closed by remote peer",
-        r"socket\w*: Connect to \S+ failed",
-        r"Call to connect returned",
+        r"socket\w*: Connect to \S+ (failed|returned)",
+        r"Call to connect (returned|failed)",
         r"socket\w*: Call to (recv|send|connect)",
         r"\bConnect to \S+<\d+> failed",
         r"Bootstrap ?: no socket interface found",
@@ -618,7 +619,7 @@ RULES: list[Rule] = [
     _r(
         "USER_ERROR",
         "python/cpython; bash; SkyPilot FAILED_SETUP",
-        r"(?<![\w.])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)",
+        r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)",
         r"^(AssertionError|KeyboardInterrupt|StopIteration)\b",
         case=True,
     ),
