@@ -146,6 +146,7 @@ RULES: list[Rule] = [
         r"uncorrectable NVLink error",
         r"Row remapping (failure|pending)",
         r"Unable to determine the device handle for GPU",
+        r"NV_ERR_RESET_REQUIRED",
     ),
     _r(
         "HARDWARE_GPU",
@@ -287,6 +288,7 @@ RULES: list[Rule] = [
         r"pyxis: container exited too soon",
         r"pyxis: .{0,30}source path does not exist",
         r"pyxis: couldn't (join|get) container",
+        r"pyxis: couldn't (mkdir|chown) ",
         r"container was not started successfully",
         r"enroot-(mount|nsenter|switchroot|aufs2ovlfs)\S*:",
         r"\[ERROR\] Failed to mount",
@@ -323,6 +325,7 @@ RULES: list[Rule] = [
         r"spank_pyxis\.so: \w+\(\) failed",
         r"spank: required plugin .* failed",
         r"pyxis: child \d+ failed with error code",
+        r"Plugin (stack )?initialization failed",
         weak=True,
     ),
     # --- Credentials and storage ----------------------------------------------------------
