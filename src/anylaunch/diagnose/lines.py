@@ -26,6 +26,15 @@ _WARNING = re.compile(
 )
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_QUOTE = re.compile(r"^\s*(?:>\s?)+")  # a log pasted into a Markdown quote
+
+
+def _clean(raw: str) -> str:
+    """The line without colour codes or quote markers, which no emitter's text has."""
+    return _QUOTE.sub("", _ANSI.sub("", raw)).rstrip()
+
+
 def is_warning(text: str) -> bool:
     """A warning or an informational line: evidence only when no error line is found."""
     return bool(_WARNING.search(text))
@@ -54,7 +63,7 @@ class LogLine:
 def parse(text: str, *, node: int | None = None, source: str = "log") -> list[LogLine]:
     out = []
     for lineno, raw in enumerate(text.splitlines(), 1):
-        line, this_node, rank, local = raw.rstrip(), node, None, None
+        line, this_node, rank, local = _clean(raw), node, None, None
         match = _NODE.match(line)
         if match:
             this_node, line = int(match.group(1)), line[match.end() :]

@@ -414,6 +414,7 @@ RULES: list[Rule] = [
         r"ResourcesUnavailableError",
         r"Failed to acquire resources",
         r"Found no quota for",
+        r"Failed to provision all possible launchable resources",
         r"out of capacity",
         r"\bno (available )?capacity\b",
         r"ZONE_RESOURCE_POOL_EXHAUSTED|STOCKOUT",
