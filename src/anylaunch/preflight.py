@@ -219,9 +219,9 @@ def _time_limit_s(spec: JobSpec) -> int | None:
 
 
 def _aws_chain_has_credentials() -> bool:
-    import boto3
+    from anylaunch.storage import s3
 
-    return boto3.session.Session().get_credentials() is not None
+    return s3.has_credentials()
 
 
 def _local(spec: JobSpec) -> list[Check]:

@@ -8,9 +8,10 @@ program that looks in the checkpoint directory and exports
 - `ANYLAUNCH_RESUME_FROM`: the newest complete checkpoint in it (only when there is one);
 
 and, for recipes that say `restore_from.path` (AutoModel), writes that checkpoint into
-the recipe file the program reads. The step is plain bash and coreutils because the
-nodes need not have anylaunch installed. Backend-neutral: a backend renders `shell()`
-into its job script.
+the recipe file the program reads. The looking is done by the in-job runtime
+(`anylaunch_job.py newest DIR`, python3's standard library only), so the nodes need
+neither anylaunch nor any tool beyond python3. Backend-neutral: a backend ships the
+runtime file with the job and renders `shell()` into its job script.
 
 Which entry is the newest complete checkpoint:
 1. a `LATEST`/`latest` pointer in the directory — a symlink, a text file naming an
@@ -31,51 +32,16 @@ import posixpath
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from anylaunch import runtime
+from anylaunch.runtime import anylaunch_job
+
 if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
 
 RESUME_ENV = "ANYLAUNCH_RESUME_FROM"
 CHECKPOINT_ENV = "ANYLAUNCH_CHECKPOINT_DIR"
 # Stands for `restore_from.path` in a rendered recipe until the job knows the checkpoint.
-PLACEHOLDER = "@@ANYLAUNCH_RESUME_FROM@@"
-
-FIND_NEWEST = r"""anylaunch_checkpoint_complete() { # DIR -> true if a writer marked it complete
-  local marker
-  for marker in .complete COMPLETE .done DONE .metadata; do
-    [ -e "$1/$marker" ] && return 0
-    ls "$1"/*/"$marker" >/dev/null 2>&1 && return 0
-  done
-  return 1
-}
-anylaunch_newest_checkpoint() { # DIR -> prints the newest complete checkpoint
-  local dir=${1%/} pointer target entry name n best="" best_n=-1
-  [ -d "$dir" ] || return 0
-  for pointer in "$dir/LATEST" "$dir/latest"; do
-    if [ -L "$pointer" ]; then
-      target=$(readlink -f "$pointer") && [ -e "$target" ] && { echo "$target"; return 0; }
-    elif [ -d "$pointer" ]; then
-      echo "$pointer"; return 0
-    elif [ -f "$pointer" ]; then
-      read -r target <"$pointer" || true
-      case $target in /*) ;; ?*) target="$dir/$target" ;; esac
-      [ -n "$target" ] && [ -e "$target" ] && { echo "$target"; return 0; }
-    fi
-  done
-  for entry in "$dir"/*; do
-    [ -e "$entry" ] || continue
-    name=${entry##*/}
-    case $name in *.tmp | *.partial | *.incomplete | *.lock | *.part) continue ;; esac
-    if [ -d "$entry" ]; then
-      [ -e "$entry/.incomplete" ] && continue
-      anylaunch_checkpoint_complete "$entry" || continue
-    fi
-    n=$(printf '%s\n' "$name" | grep -oE '[0-9]+' | tail -n 1)
-    [ -n "$n" ] || continue
-    n=$((10#$n))
-    if [ "$n" -gt "$best_n" ]; then best_n=$n; best=$entry; fi
-  done
-  [ -z "$best" ] || echo "$best"
-}"""
+PLACEHOLDER = anylaunch_job.PLACEHOLDER
 
 
 def checkpoint_dir(spec: JobSpec) -> str | None:
@@ -120,16 +86,20 @@ def recipe_for_resume(recipe: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def shell(directory: str | None) -> str:
-    """Bash run before the program on every node: export the contract's variables."""
+def shell(directory: str | None, runtime_word: str, *, image: str | None = None) -> str:
+    """Bash run before the program on every node: export the contract's variables.
+
+    `runtime_word` is a bash word for the shipped runtime file; `image` names the
+    container in the one-line error when it has no python3.
+    """
     if not directory:
         return ""
-    quoted = shlex.quote(directory)
+    newest = runtime.shell(runtime_word, "newest", f'"${CHECKPOINT_ENV}"')
     return "\n".join(
         [
-            FIND_NEWEST,
-            f"export {CHECKPOINT_ENV}={quoted}",
-            f'{RESUME_ENV}=$(anylaunch_newest_checkpoint "${CHECKPOINT_ENV}")',
+            runtime.require_python(image, "resume"),
+            f"export {CHECKPOINT_ENV}={shlex.quote(directory)}",
+            f"{RESUME_ENV}=$({newest}) || exit $?",
             f'if [ -n "${RESUME_ENV}" ]; then',
             f"  export {RESUME_ENV}",
             f'  echo "anylaunch: resuming from ${RESUME_ENV}"',
@@ -140,26 +110,15 @@ def shell(directory: str | None) -> str:
     )
 
 
-def fill_recipe(path: str, recipe: dict[str, Any]) -> str:
+def fill_recipe(path: str, recipe: dict[str, Any], runtime_word: str) -> str:
     """Bash that puts the checkpoint (or the recipe's own path) into `restore_from.path`.
 
-    `path` is a bash word for the rendered recipe file (`"$ANYLAUNCH_RECIPE"`). The file
-    holds `'@@ANYLAUNCH_RESUME_FROM@@'` as a single-quoted YAML scalar, so the value is
-    escaped by doubling single quotes.
+    `path` is a bash word for the rendered recipe file (`"$ANYLAUNCH_RECIPE"`), which
+    holds the placeholder where the path goes; the runtime writes the value there
+    (ANYLAUNCH_RESUME_FROM when the resume step found one, else the recipe's own path).
     """
     original = restore_path(recipe)
     if original is None:
         return ""
-    return "\n".join(
-        [
-            f"anylaunch_restore=${{{RESUME_ENV}:-{_bash_default(original)}}}",
-            "anylaunch_restore=${anylaunch_restore//\\'/\\'\\'}",
-            f"anylaunch_recipe=$(cat {path})",
-            f"printf '%s\\n' \"${{anylaunch_recipe//{PLACEHOLDER}/$anylaunch_restore}}\" > {path}",
-        ]
-    )
-
-
-def _bash_default(text: str) -> str:
-    """A literal for `${VAR:-...}`: quoted so that no character is special."""
-    return "'" + text.replace("'", "'\\''") + "'" if text else "''"
+    fill = runtime.shell(runtime_word, "fill-recipe", path, shlex.quote(original))
+    return f"{fill} || exit $?"

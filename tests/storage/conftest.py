@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -23,9 +26,59 @@ def s3env(devstack, monkeypatch) -> dict[str, str]:
 
 @pytest.fixture
 def s3client(s3env):
-    from anylaunch.storage import s3
+    """boto3, an S3 client independent of the runtime's own, to set up and check buckets."""
+    import boto3
 
-    return s3.client(s3env)
+    return boto3.client(
+        "s3",
+        endpoint_url=s3env["S3_ENDPOINT_URL"],
+        aws_access_key_id=s3env["ACCESS_KEY"],
+        aws_secret_access_key=s3env["SECRET_KEY"],
+        region_name=s3env.get("CLOUD_REGION", "us-east-1"),
+    )
+
+
+@pytest.fixture
+def runtime_file(tmp_path_factory) -> Path:
+    """The runtime exactly as a job receives it."""
+    from anylaunch import runtime
+
+    path = tmp_path_factory.mktemp("runtime") / runtime.FILE_NAME
+    path.write_text(runtime.source())
+    return path
+
+
+def bare_python() -> str:
+    """The system interpreter when there is one (no project venv behind it)."""
+    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def bare_env(extra: dict[str, str]) -> dict[str, str]:
+    """An environment like a bare image's: no PYTHONPATH, no venv on PATH."""
+    return {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), **extra}
+
+
+def _bare_runner(runtime_file: Path, base: dict[str, str]):
+    def run(*args: str, env: dict[str, str] | None = None, **kwargs):
+        return subprocess.run(
+            run.argv(*args), env=run.env(env), capture_output=True, text=True, **kwargs
+        )
+
+    run.argv = lambda *args: [bare_python(), "-I", "-S", str(runtime_file), *args]
+    run.env = lambda extra=None: bare_env({**base, **(extra or {})})
+    return run
+
+
+@pytest.fixture
+def bare(runtime_file):
+    """Run the shipped runtime under `python3 -I -S`: the standard library and nothing else."""
+    return _bare_runner(runtime_file, {})
+
+
+@pytest.fixture
+def bare_s3(runtime_file, s3env):
+    """`bare`, with the devstack S3 settings in its environment."""
+    return _bare_runner(runtime_file, s3env)
 
 
 @pytest.fixture

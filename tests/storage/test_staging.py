@@ -181,7 +181,7 @@ def test_an_archive_is_unpacked_once_per_version(cli, write, tmp_path, s3client,
 
 
 def test_concurrent_stage_ins_of_one_input_fetch_each_object_once(
-    tmp_path, s3client, bucket, s3env
+    tmp_path, s3client, bucket, bare_s3
 ):
     put_many(s3client, bucket, "shared/", 40, 256 * 1024)
     manifests = []
@@ -196,11 +196,8 @@ def test_concurrent_stage_ins_of_one_input_fetch_each_object_once(
         }
         (work / "m.json").write_text(json.dumps(manifest))
         manifests.append(work)
-    env = {**os.environ, **s3env}
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "anylaunch.storage", "in", str(w / "m.json")], env=env
-        )
+        subprocess.Popen(bare_s3.argv("stage", "in", str(w / "m.json")), env=bare_s3.env())
         for w in manifests
     ]
     assert [p.wait(120) for p in procs] == [0, 0, 0]
@@ -213,7 +210,7 @@ def test_concurrent_stage_ins_of_one_input_fetch_each_object_once(
 
 
 def test_an_interrupted_upload_resumes_with_the_parts_already_sent(
-    tmp_path, s3client, bucket, s3env
+    tmp_path, s3client, bucket, bare_s3
 ):
     out = tmp_path / "results"
     out.mkdir()
@@ -228,13 +225,8 @@ def test_an_interrupted_upload_resumes_with_the_parts_already_sent(
             }
         )
     )
-    env = {
-        **os.environ,
-        **s3env,
-        "ANYLAUNCH_STAGE_PART_MB": "5",
-        "ANYLAUNCH_STAGE_CONCURRENCY": "1",
-    }
-    argv = [sys.executable, "-m", "anylaunch.storage", "out", str(manifest)]
+    env = bare_s3.env({"ANYLAUNCH_STAGE_PART_MB": "5", "ANYLAUNCH_STAGE_CONCURRENCY": "1"})
+    argv = bare_s3.argv("stage", "out", str(manifest))
     proc = subprocess.Popen(argv, env=env)
     deadline = time.monotonic() + 60
     parts = 0
@@ -260,7 +252,7 @@ def test_an_interrupted_upload_resumes_with_the_parts_already_sent(
     assert (again["skipped"], again["uploaded"]) == (1, 0)
 
 
-def test_a_link_out_of_the_outputs_is_not_uploaded(tmp_path, s3client, bucket, s3env):
+def test_a_link_out_of_the_outputs_is_not_uploaded(tmp_path, s3client, bucket, bare_s3):
     out = tmp_path / "results"
     out.mkdir()
     (out / "ok.txt").write_text("fine")
@@ -276,12 +268,7 @@ def test_a_link_out_of_the_outputs_is_not_uploaded(tmp_path, s3client, bucket, s
             }
         )
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "anylaunch.storage", "out", str(manifest)],
-        env={**os.environ, **s3env},
-        capture_output=True,
-        text=True,
-    )
+    proc = bare_s3("stage", "out", str(manifest))
     assert proc.returncode == 1 and "a link out of the output directory" in proc.stderr
     assert s3client.list_objects_v2(Bucket=bucket, Prefix="run/").get("KeyCount", 0) == 0
 

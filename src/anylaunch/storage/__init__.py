@@ -1,6 +1,8 @@
 """Data staging: S3 inputs and outputs through a validated shared-filesystem cache.
 
 `uri` parses and checks URIs (at load time, so a bad scheme is a config error),
-`s3` builds clients from the seed's variables, `cache` keeps validated copies,
-`stagein`/`stageout` run inside the job (`python -m anylaunch.storage in|out MANIFEST`).
+`manifest` says what a job's staging steps do, `credentials` gives the job its storage
+settings and checks inputs before submit, `s3` builds the client. The steps themselves
+run inside the job from the in-job runtime (`anylaunch.runtime`), which needs only
+python3's standard library in the image.
 """

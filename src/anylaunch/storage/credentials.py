@@ -66,27 +66,23 @@ def check_readable(spec: JobSpec, environ: Mapping[str, str]) -> None:
         try:
             if not uri.is_prefix:
                 try:
-                    client.head_object(Bucket=uri.bucket, Key=uri.key)
+                    client.head_object(uri.bucket, uri.key)
                     continue
-                except Exception as exc:
-                    if s3.error_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+                except s3.S3Error as exc:
+                    if exc.status != 404:
                         raise
             prefix = uri.key if uri.is_prefix else uri.key + "/"
-            found = client.list_objects_v2(Bucket=uri.bucket, Prefix=prefix, MaxKeys=1).get(
-                "KeyCount", 0
-            )
-        except Exception as exc:
-            raise _unreadable(spec, f"inputs.{path}", item.uri, s3.error_code(exc)) from None
-        if not found:
+            found = next(iter(client.list_objects(uri.bucket, prefix, max_keys=1)), None)
+        except s3.S3Error as exc:
+            raise _unreadable(spec, f"inputs.{path}", item.uri, exc.code) from None
+        if found is None:
             raise _unreadable(spec, f"inputs.{path}", item.uri, "no such object or prefix")
     for path, target in spec.outputs.items():
         uri = parse_s3(target)
         try:
-            client.head_bucket(Bucket=uri.bucket)
-        except Exception as exc:
-            raise _unreadable(
-                spec, f"outputs.{path}", target, f"bucket {s3.error_code(exc)}"
-            ) from None
+            client.head_bucket(uri.bucket)
+        except s3.S3Error as exc:
+            raise _unreadable(spec, f"outputs.{path}", target, f"bucket {exc.code}") from None
 
 
 def _unreadable(spec: JobSpec, key: str, uri: str, why: str) -> ConfigError:

@@ -1,7 +1,8 @@
 """What a job's stage-in and stage-out steps do, written into the job by the backend.
 
-The steps run inside the job (`python -m anylaunch.storage in|out MANIFEST`) and need
-nothing but Python and anylaunch's own code there; this file is all they read.
+The steps run inside the job (`python3 -I -S anylaunch_job.py stage in|out MANIFEST`,
+the in-job runtime) and need nothing but python3's standard library there; this JSON
+file is all they read.
 """
 
 from __future__ import annotations
@@ -48,8 +49,3 @@ def build(
         inputs=[StageInput(path=p, uri=i.uri, unpack=i.unpack) for p, i in spec.inputs.items()],
         outputs=[StageOutput(path=p, uri=uri) for p, uri in spec.outputs.items()],
     )
-
-
-def command(python: str, manifest_path: str, direction: str) -> list[str]:
-    """The step's command line (direction: 'in' or 'out')."""
-    return [python, "-m", "anylaunch.storage", direction, manifest_path]

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from anylaunch import resume
+from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.lepton import command as cmd
 from anylaunch.backends.lepton.config import LeptonSection
@@ -27,6 +27,8 @@ from anylaunch.storage import manifest
 
 RECIPE_PATH = "/tmp/anylaunch/recipe.yaml"
 STAGING_DIR = "/tmp/anylaunch"
+RUNTIME_PATH = f"{STAGING_DIR}/{runtime.FILE_NAME}"
+RUNTIME_WORD = shlex.quote(RUNTIME_PATH)
 CONFIG_PLACEHOLDER = "{config}"
 LABEL_JOB_ID = "anylaunch-job-id"
 LABEL_ATTEMPT = "anylaunch-attempt"
@@ -49,17 +51,21 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     # The resume contract: each attempt (an eviction's resubmission too) starts from the
     # newest complete checkpoint on the shared volume.
     folder = resume.checkpoint_dir(spec)
-    setup = [resume.shell(folder)] if folder else []
+    setup = [resume.shell(folder, RUNTIME_WORD, image=spec.image)] if folder else []
     if any(CONFIG_PLACEHOLDER in arg for arg in command):
         recipe = resume.recipe_for_resume(spec.recipe) if folder else spec.recipe
         files[RECIPE_PATH] = yaml.safe_dump(recipe, sort_keys=False)
         command = [arg.replace(CONFIG_PLACEHOLDER, RECIPE_PATH) for arg in command]
-        fill = resume.fill_recipe(shlex.quote(RECIPE_PATH), spec.recipe) if folder else ""
+        fill = (
+            resume.fill_recipe(shlex.quote(RECIPE_PATH), spec.recipe, RUNTIME_WORD)
+            if folder
+            else ""
+        )
         setup += [fill] if fill else []
     post = list(spec.hooks.post)
     # S3 staging inside the job, through the node group's shared volume when there is
     # one: every replica stages in (the cache's locks fetch each object once), worker 0
-    # uploads the outputs. The container needs anylaunch installed (pip install anylaunch).
+    # uploads the outputs. The in-job runtime does it; the image needs only python3.
     mounts = values.get("mounts") or []
     staging = manifest.build(
         spec,
@@ -70,12 +76,17 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     if staging is not None:
         where = f"{STAGING_DIR}/{ctx.job_id}/{manifest.MANIFEST_FILE}"
         files[where] = staging.model_dump_json(indent=2)
-        setup.append(f"python -m anylaunch.storage in {shlex.quote(where)} || exit $?")
+        stage = runtime.shell(RUNTIME_WORD, "stage", "in", shlex.quote(where))
+        setup.append(f"{stage} || exit $?")
         if spec.outputs:
+            stage = runtime.shell(RUNTIME_WORD, "stage", "out", shlex.quote(where))
             post.append(
-                f'if [ "$NODE_RANK" = 0 ]; then python -m anylaunch.storage out {shlex.quote(where)}'
-                ' || { [ "$rc" = 0 ] && rc=1; }; fi'
+                f'if [ "$NODE_RANK" = 0 ]; then {stage} || {{ [ "$rc" = 0 ] && rc=1; }}; fi'
             )
+    if setup:
+        # The in-job runtime travels in the command: nothing is downloaded at start.
+        first = "resume" if folder else "stage-in"
+        setup.insert(0, runtime.write_shell(RUNTIME_WORD, spec.image, first))
     script = cmd.script(
         command=command,
         launcher=spec.launcher,

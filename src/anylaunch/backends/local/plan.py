@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from anylaunch import resume
+from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.errors import ConfigError
 from anylaunch.plan import Plan, check_runnable
@@ -40,8 +40,11 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     command = list(spec.command)
     checkpoints = resume.checkpoint_dir(spec)
     # With a checkpoint folder, each node's shell finds the newest complete checkpoint
-    # (ANYLAUNCH_RESUME_FROM) and writes it into its own copy of the recipe.
-    setup = [resume.shell(checkpoints)] if checkpoints else []
+    # (ANYLAUNCH_RESUME_FROM) and writes it into its own copy of the recipe, both through
+    # the in-job runtime shipped in the job's directory.
+    runtime_path = str(job_dir / runtime.FILE_NAME)
+    runtime_word = shlex.quote(runtime_path)
+    setup = [resume.shell(checkpoints, runtime_word)] if checkpoints else []
     uses_recipe = any(CONFIG_PLACEHOLDER in arg for arg in command)
     fill = bool(checkpoints and uses_recipe and resume.restore_path(spec.recipe))
     if uses_recipe:
@@ -49,7 +52,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         files[RECIPE_FILE] = yaml.safe_dump(recipe, sort_keys=False)
         if fill:
             setup.append(f'cp {shlex.quote(str(job_dir / RECIPE_FILE))} "$ANYLAUNCH_RECIPE"')
-            setup.append(resume.fill_recipe('"$ANYLAUNCH_RECIPE"', spec.recipe))
+            setup.append(resume.fill_recipe('"$ANYLAUNCH_RECIPE"', spec.recipe, runtime_word))
 
     profile = spec.profile if spec.profile and spec.profile.enabled(spec) else None
     nsys_dir = f"{(profile.output_dir if profile and profile.output_dir else str(job_dir))}/nsys"
@@ -111,9 +114,11 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     if staging is not None:
         files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
         path = str(job_dir / manifest.MANIFEST_FILE)
-        payload["stage_in"] = manifest.command(values["anylaunch_python"], path, "in")
+        payload["stage_in"] = runtime.local_argv(runtime_path, "stage", "in", path)
         if staging.outputs:
-            payload["stage_out"] = manifest.command(values["anylaunch_python"], path, "out")
+            payload["stage_out"] = runtime.local_argv(runtime_path, "stage", "out", path)
+    if checkpoints or staging is not None:
+        files[runtime.FILE_NAME] = runtime.source()
     return Plan(
         backend="local",
         job_id=ctx.job_id,

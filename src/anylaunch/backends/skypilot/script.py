@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from anylaunch import resume
+from anylaunch import resume, runtime
 from anylaunch.rendezvous import torchrun_target
 
 RENDEZVOUS = """\
@@ -78,9 +78,12 @@ def render(run: RunScript) -> str:
     if run.launcher == "none":
         lines.append('export WORLD_SIZE="$NNODES"  # TAO convention: number of nodes')
     lines.append(f"export ANYLAUNCH_JOB_ID={shlex.quote(run.job_id)}")
-    resume_step = resume.shell(run.checkpoint_dir)
+    # Per node: virtual nodes of one host (the devstack) must not share files.
+    runtime_word = f'"${{TMPDIR:-/tmp}}/anylaunch-{run.job_id}-node$NODE_RANK/{runtime.FILE_NAME}"'
+    resume_step = resume.shell(run.checkpoint_dir, runtime_word)
     if resume_step:
         lines.append("# resume contract: the newest complete checkpoint (anylaunch.resume)")
+        lines.append(runtime.write_shell(runtime_word, None, "resume"))
         lines.append(resume_step)
     if run.recipe_text is not None:
         # Per node: virtual nodes of one host (the devstack) must not share the file.
@@ -88,8 +91,10 @@ def render(run: RunScript) -> str:
             f'export {RECIPE_ENV}="${{TMPDIR:-/tmp}}/anylaunch-{run.job_id}-node$NODE_RANK.yaml"'
         )
         lines.append(_write_file(f'"${RECIPE_ENV}"', run.recipe_text))
-        fill = resume.fill_recipe(f'"${RECIPE_ENV}"', run.recipe or {})
+        fill = resume.fill_recipe(f'"${RECIPE_ENV}"', run.recipe or {}, runtime_word)
         if fill:
+            if not resume_step:
+                lines.append(runtime.write_shell(runtime_word, None, "resume"))
             lines.append(fill)
     body = program(run.command, run.launcher, run.nproc_per_node)
     if run.pre:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from anylaunch import resume
+from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.slurm import script, shell, template
 from anylaunch.backends.slurm.config import SlurmSection
@@ -44,9 +44,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         workdir=ctx.values["workdir"],
         splits=splits,
         staging=f"{ctx.job_dir}/{manifest.MANIFEST_FILE}" if staging is not None else None,
-        # The staging step needs anylaunch: slurm.python, else the submitting interpreter
-        # (on the shared filesystem the job directory already lives on).
-        stage_python=section.python or ctx.values.get("anylaunch_python", "python3"),
+        # The staging step runs the in-job runtime: any python3 on the node will do.
+        stage_python=section.python or "python3",
     )
     # sbatch opens --output before the script runs; an array's tasks then move their
     # output into their own job directory (see script.setup).
@@ -62,6 +61,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     files = {SCRIPT_FILE: text}
     if staging is not None:
         files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
+    if staging is not None or resume.checkpoint_dir(spec):
+        files[runtime.FILE_NAME] = runtime.source()
     if any(script.CONFIG_PLACEHOLDER in arg for arg in spec.command):
         # With a checkpoint folder the job writes the newest checkpoint into restore_from.path.
         recipe = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from anylaunch import resume
+from anylaunch import resume, runtime
 from anylaunch.backends.slurm import shell
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.backends.slurm.shell import Sh, Word, concat, export, path, var, word, words
@@ -19,6 +19,8 @@ from anylaunch.rendezvous import Rendezvous, torchrun_target
 from anylaunch.spec import JobSpec
 
 RECIPE_FILE = "recipe.yaml"
+# The in-job runtime (staging, resume) sits in the job's directory on the shared filesystem.
+RUNTIME_WORD = f'"$ANYLAUNCH_JOB_DIR/{runtime.FILE_NAME}"'
 CONFIG_PLACEHOLDER = "{config}"
 # Defaults for NCCL that a job file (`env:`) or the submitting environment overrides.
 NCCL_DEFAULTS = {
@@ -55,7 +57,7 @@ class Job:
     workdir: str
     splits: list[Split] = field(default_factory=list)  # empty: not an array
     staging: str | None = None  # the staging manifest's path, when the job stages data
-    stage_python: str = "python3"  # an interpreter with anylaunch, for the staging step
+    stage_python: str = "python3"  # runs the in-job runtime (its standard library only)
 
     @property
     def launcher(self) -> str:
@@ -208,6 +210,7 @@ def setup(job: Job) -> list[str]:
         out += [
             "",
             "# Stage-in (S3 inputs through the shared-filesystem cache).",
+            runtime.require_python(None, "stage-in", job.stage_python),
             f"{_stage(job, 'in')} || exit $?",
         ]
     check = _node_check(job)
@@ -230,9 +233,11 @@ def _resume(job: Job) -> list[str]:
     ]
     folder = resume.checkpoint_dir(job.spec)
     if folder:
-        out.append(resume.shell(folder))
+        out.append(resume.shell(folder, RUNTIME_WORD))
         if any(CONFIG_PLACEHOLDER in arg for arg in job.spec.command):
-            fill = resume.fill_recipe(f'"$ANYLAUNCH_JOB_DIR/{RECIPE_FILE}"', job.spec.recipe)
+            fill = resume.fill_recipe(
+                f'"$ANYLAUNCH_JOB_DIR/{RECIPE_FILE}"', job.spec.recipe, RUNTIME_WORD
+            )
             if fill:
                 out.append(fill)
     return out
@@ -408,7 +413,10 @@ def launch(job: Job) -> list[str]:
 
 
 def _stage(job: Job, direction: str) -> str:
-    return words([job.stage_python, "-m", "anylaunch.storage", direction, path(job.staging)])
+    assert job.staging is not None
+    return runtime.shell(
+        RUNTIME_WORD, "stage", direction, word(path(job.staging)), python=job.stage_python
+    )
 
 
 def _container_mounts(job: Job) -> list[Word]:
