@@ -49,3 +49,22 @@ def test_hugging_face_jobs_without_a_token_are_warned_not_stopped(cli, write):
 def test_preflight_of_a_good_local_job_is_all_ok(cli, write):
     result = cli("preflight", str(write("launcher: none\ncommand: [true]\n")), "--json")
     assert result.rc == 0 and {c["status"] for c in result.json()["checks"]} == {"ok"}
+
+
+def test_an_image_that_ships_without_python3_is_warned_for_in_job_steps(cli, write):
+    path = write(
+        "image: nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04\ncommand: [python3, train.py]\n"
+        "checkpoint: {dir: /ckpt}\nlepton: {gpu_count: 1}\n"
+    )
+    env = {"LEPTON_AUTH_TOKEN": "t", "LEPTON_WORKSPACE_ID": "ws1"}
+    checks = cli("preflight", str(path), "--json", env=env).json()["checks"]
+    (check,) = [c for c in checks if c["name"] == "image_python"]
+    assert check["status"] == "warn"
+    assert "nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04 usually has no python3" in check["message"]
+    assert "resume step" in check["message"]
+    path = write(
+        "image: nvcr.io/nvidia/pytorch:25.08-py3\ncommand: [python3, train.py]\n"
+        "checkpoint: {dir: /ckpt}\nlepton: {gpu_count: 1}\n"
+    )
+    checks = cli("preflight", str(path), "--json", env=env).json()["checks"]
+    assert [c["status"] for c in checks if c["name"] == "image_python"] == ["ok"]

@@ -81,7 +81,15 @@ def run(
 
     env = os.environ if environ is None else environ
     checks: list[Check] = []
-    for step in (_command, _recipe_keys, _credentials, _hf_token, _storage, _profiling):
+    for step in (
+        _command,
+        _recipe_keys,
+        _credentials,
+        _hf_token,
+        _storage,
+        _image_python,
+        _profiling,
+    ):
         checks += step(spec, backend, env)
     if backend == "local":
         checks += _local(spec)
@@ -216,6 +224,56 @@ def _time_limit_s(spec: JobSpec) -> int | None:
 
         return duration_seconds(spec.slurm.time)
     return None
+
+
+# Image families whose plain tags ship without python3 (OS bases, CUDA bases); their
+# `*python*` variants have it.
+_NO_PYTHON_IMAGES = (
+    "ubuntu",
+    "debian",
+    "alpine",
+    "busybox",
+    "rockylinux",
+    "almalinux",
+    "centos",
+    "nvidia/cuda",
+    "nvcr.io/nvidia/cuda",
+    "docker.io/library/ubuntu",
+    "docker.io/library/debian",
+    "docker.io/library/alpine",
+)
+
+
+def in_job_steps(spec: JobSpec, backend: str) -> list[str]:
+    """anylaunch's own steps that run inside the job's image on this backend."""
+    from anylaunch import resume
+
+    if backend not in ("lepton", "skypilot") or not spec.image:
+        return []  # local and Slurm run them on the node itself, outside any container
+    steps = []
+    if backend == "lepton" and (spec.inputs or spec.outputs):
+        steps.append("stage-in")
+    if resume.checkpoint_dir(spec):
+        steps.append("resume")
+    return steps
+
+
+def _image_python(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+    steps = in_job_steps(spec, backend)
+    if not steps or not spec.image:
+        return []
+    repository = spec.image.split("@", 1)[0].rsplit(":", 1)[0].lower()
+    if repository not in _NO_PYTHON_IMAGES or "python" in spec.image.lower():
+        return [Check("image_python", "ok", f"{spec.image} runs the {'/'.join(steps)} step")]
+    return [
+        Check(
+            "image_python",
+            "warn",
+            f"image {spec.image} usually has no python3; the {'/'.join(steps)} step needs"
+            " python3 >= 3.8 (standard library only)",
+            "use an image with python3 (e.g. nvcr.io/nvidia/pytorch:25.08-py3) or install it in yours",
+        )
+    ]
 
 
 def _aws_chain_has_credentials() -> bool:

@@ -172,3 +172,32 @@ def test_workspace_errors_name_the_key_and_the_choices(lcli, write):
     )
     result = lcli("run", str(lepton_uri), "--dry-run")
     assert result.rc == 2 and "lepton://" in result.err and "write s3://bucket/path" in result.err
+
+
+def test_the_command_carries_the_in_job_runtime_and_never_imports_anylaunch(lcli, write):
+    from anylaunch import runtime
+
+    path = write(
+        """
+        image: nvcr.io/nvidia/pytorch:25.08-py3
+        launcher: none
+        command: [python3, train.py]
+        inputs: {data: s3://bkt-a/train/}
+        outputs: {results: s3://bkt-a/out/}
+        checkpoint: {dir: /mnt/lustre/ckpt}
+        lepton: {gpu_count: 8, dedicated_node_group: h100-pool}
+        """
+    )
+    result = lcli("run", str(path), "--dry-run", "--json", "--no-preflight")
+    assert result.rc == 0, result.err
+    script = result.json()["plan"]["payload"]["spec"]["container"]["command"][2]
+    assert "-m anylaunch" not in script and "anylaunch.storage" not in script
+    assert (
+        script.index(
+            runtime.write_shell(
+                "/tmp/anylaunch/anylaunch_job.py", "nvcr.io/nvidia/pytorch:25.08-py3", "resume"
+            )
+        )
+        < script.index(" newest ")
+        < script.index(" stage in ")
+    )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch import api, config, resume
+from anylaunch import api, config, runtime
 from anylaunch.store import Store
 from conftest import PROGRAMS, ROOT, needs_sky
 
@@ -38,8 +38,12 @@ def node_env(rank: int, nodes: int, ips: str = "127.0.0.1") -> dict[str, str]:
 
 
 def newest(directory: Path) -> str:
+    """What the shipped in-job runtime answers, under python3 with its stdlib only."""
+    shipped = directory.parent / runtime.FILE_NAME
+    shipped.write_text(runtime.source())
     out = subprocess.run(
-        ["bash", "-c", f'{resume.FIND_NEWEST}\nanylaunch_newest_checkpoint "$1"', "-", directory],
+        ["python3", "-I", "-S", str(shipped), "newest", str(directory)],
+        env={"PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         check=True,

@@ -41,8 +41,10 @@ def test_the_runtime_parses_as_python_3_8():
 
 def test_under_a_bare_interpreter_only_standard_modules_load(runtime_file, tmp_path):
     probe = (
-        "import runpy, sys; sys.argv = [sys.argv[1], 'newest', sys.argv[2]];"
-        " runpy.run_path(sys.argv[0], run_name='not_main');"
+        "import importlib.util, sys;"
+        " spec = importlib.util.spec_from_file_location('rt', sys.argv[1]);"
+        " module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module);"
+        " module._import_staging(); module.newest_checkpoint(sys.argv[2]);"
         " print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     proc = subprocess.run(
@@ -251,3 +253,26 @@ def test_the_recipe_gets_the_checkpoint_with_quotes_escaped(tmp_path, bare):
     recipe.write_text(f"restore_from:\n  path: '{anylaunch_job.PLACEHOLDER}'\n")
     assert bare("fill-recipe", str(recipe), "/ckpt/latest").returncode == 0
     assert recipe.read_text() == "restore_from:\n  path: '/ckpt/latest'\n"
+
+
+STAGED_JOB = """
+launcher: none
+command: [python3, train.py]
+inputs: {data: s3://bkt-a/train/}
+outputs: {results: s3://bkt-a/out/}
+checkpoint: {dir: /shared/ckpt}
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", "slurm"])
+def test_no_in_job_step_needs_anylaunch_in_the_job(cli, write, backend):
+    result = cli(
+        "run", str(write(STAGED_JOB)), "--backend", backend, "--dry-run", "--json", "--no-preflight"
+    )
+    assert result.rc == 0, result.err
+    plan = result.json()["plan"]
+    text = json.dumps(plan["payload"])
+    assert "-m anylaunch" not in text and "anylaunch.storage" not in text
+    assert f"-I -S {runtime.FILE_NAME}" not in text  # always a path to the shipped file
+    assert "anylaunch_job.py" in text and "newest" in text and "stage" in text
+    assert plan["files"][runtime.FILE_NAME] == runtime.source()

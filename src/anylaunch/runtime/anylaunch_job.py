@@ -24,6 +24,10 @@ object is refetched. Files appear only complete (written to a temporary name, re
 when done), under a per-object lock so concurrent jobs fetch an object once.
 """
 
+from __future__ import annotations
+
+import os
+import re
 import sys
 
 if sys.version_info < (3, 8):
@@ -33,27 +37,38 @@ if sys.version_info < (3, 8):
     )
     sys.exit(127)
 
-# Imports after the version check, which must run on any python3.
-import configparser
-import contextlib
-import datetime
-import fcntl
-import hashlib
-import hmac
-import http.client
-import json
-import os
-import random
-import re
-import shutil
-import tarfile
-import tempfile
-import threading
-import time
-import urllib.parse
-import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+TYPE_CHECKING = False  # typing's own flag, without importing typing at start
+if TYPE_CHECKING:
+    import http.client
+    import xml.etree.ElementTree as ET
+    from concurrent.futures import ThreadPoolExecutor
+    from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+    Remote = Tuple[str, str, int]  # key, ETag, size
+
+
+def _import_staging() -> None:
+    """Import what staging needs, when it runs: `newest` and `fill-recipe` run before the
+    program on every attempt and must start as fast as python3 itself."""
+    global configparser, contextlib, datetime, fcntl, hashlib, hmac, http, json
+    global random, shutil, tarfile, threading, time, urllib, ET, ThreadPoolExecutor
+    import configparser
+    import contextlib
+    import datetime
+    import fcntl
+    import hashlib
+    import hmac
+    import http.client
+    import json
+    import random
+    import shutil
+    import tarfile
+    import threading
+    import time
+    import urllib.parse
+    import xml.etree.ElementTree as ET
+    from concurrent.futures import ThreadPoolExecutor
+
 
 MiB = 1024 * 1024
 META_DIR = ".anylaunch"
@@ -61,7 +76,7 @@ PLACEHOLDER = "@@ANYLAUNCH_RESUME_FROM@@"
 ARCHIVES = (".tar", ".tar.gz", ".tgz")
 _BATCH = 256  # objects locked at once: bounds the number of open lock files
 _UNSIGNED = "UNSIGNED-PAYLOAD"
-_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # of b""
 
 
 class StageError(Exception):
@@ -134,6 +149,7 @@ class Credentials:
 
 
 def _shared_file(env: Dict[str, str], region: Optional[str]) -> Tuple[str, str, str, Optional[str]]:
+    _import_staging()
     profile = env.get("AWS_PROFILE") or "default"
     home = os.path.expanduser("~")
     creds = configparser.ConfigParser()
@@ -181,6 +197,7 @@ class Client:
     RETRIES = 8
 
     def __init__(self, credentials: Optional[Credentials] = None, timeout: float = 120.0) -> None:
+        _import_staging()
         self.creds = credentials or Credentials.from_env()
         self.timeout = timeout
         self._local = threading.local()
@@ -476,6 +493,7 @@ class Progress:
     def __init__(
         self, label: str, total_bytes: int, total_files: int, every_s: float = 5.0
     ) -> None:
+        _import_staging()
         self.label, self.total, self.files = label, total_bytes, total_files
         self.done_bytes = self.done_files = 0
         self.started = self._last = time.monotonic()
@@ -512,13 +530,16 @@ class Progress:
 
 
 def temp_name(target: str) -> str:
-    """A unique sibling of `target`: same filesystem, so the final rename is atomic."""
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    fd, name = tempfile.mkstemp(
-        prefix=f".{os.path.basename(target)}.", suffix=".part", dir=os.path.dirname(target)
-    )
-    os.close(fd)
-    return name
+    """A new, unique sibling of `target`: same filesystem, so the final rename is atomic."""
+    folder, name = os.path.split(target)
+    os.makedirs(folder or ".", exist_ok=True)
+    while True:
+        tmp = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.part")
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def atomic_write(target: str, text: str) -> None:
@@ -530,6 +551,7 @@ def atomic_write(target: str, text: str) -> None:
 
 class Cache:
     def __init__(self, root: str) -> None:
+        _import_staging()
         self.root = root
 
     def path(self, bucket: str, key: str) -> str:
@@ -615,9 +637,6 @@ class Summary:
 
     def as_dict(self) -> Dict[str, Any]:
         return dict(vars(self))
-
-
-Remote = Tuple[str, str, int]  # key, ETag, size
 
 
 def list_remote(client: Client, bucket: str, key: str) -> Tuple[str, List[Remote]]:
@@ -840,6 +859,7 @@ def stage_input(
 
 
 def stage_in(manifest: Dict[str, Any], client: Optional[Client] = None) -> Summary:
+    _import_staging()
     summary = Summary()
     if client is None and any(has_scheme(i["uri"]) for i in manifest.get("inputs", [])):
         client = Client()
@@ -989,6 +1009,7 @@ class Uploader:
 
 
 def stage_out(manifest: Dict[str, Any], client: Optional[Client] = None) -> UploadSummary:
+    _import_staging()
     summary = UploadSummary()
     if not manifest.get("outputs"):
         return summary
@@ -1106,6 +1127,7 @@ USAGE = "usage: anylaunch_job.py stage in|out MANIFEST | newest DIR | fill-recip
 
 
 def _stage(direction: str, manifest_path: str) -> int:
+    _import_staging()
     with open(manifest_path) as handle:
         manifest = json.load(handle)
     started = time.monotonic()
