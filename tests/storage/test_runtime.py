@@ -276,3 +276,53 @@ def test_no_in_job_step_needs_anylaunch_in_the_job(cli, write, backend):
     assert f"-I -S {runtime.FILE_NAME}" not in text  # always a path to the shipped file
     assert "anylaunch_job.py" in text and "newest" in text and "stage" in text
     assert plan["files"][runtime.FILE_NAME] == runtime.source()
+
+
+def _old_python(version: str) -> str:
+    """An older interpreter (pyenv's, or pythonX.Y on PATH); skip when this machine has none."""
+    found = sorted(Path("/root/.pyenv/versions").glob(f"{version}.*/bin/python3"))
+    path = str(found[-1]) if found else shutil.which(f"python{version}")
+    if not path:
+        pytest.skip(f"no python{version} on this machine")
+    return path
+
+
+def test_python_3_8_stages_in_and_out_and_finds_checkpoints(
+    tmp_path, s3client, bucket, s3env, runtime_file
+):
+    python = _old_python("3.8")
+    env = {"PATH": "/usr/bin:/bin", **s3env, "ANYLAUNCH_STAGE_PART_MB": "5"}
+    s3client.put_object(Bucket=bucket, Key="in/a.bin", Body=b"a" * 1000)
+    manifest = _manifest(
+        tmp_path,
+        bucket,
+        inputs=[{"path": "data", "uri": f"s3://{bucket}/in/"}],
+        outputs=[{"path": "results", "uri": f"s3://{bucket}/out/"}],
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        argv = [python, "-I", "-S", str(runtime_file), *args]
+        return subprocess.run(argv, env=env, capture_output=True, text=True)
+
+    assert run("stage", "in", str(manifest)).returncode == 0
+    assert (tmp_path / "work" / "data" / "a.bin").read_bytes() == b"a" * 1000
+    big = os.urandom(11 * MiB)  # three parts of 5 MiB
+    (tmp_path / "work" / "results" / "big.bin").write_bytes(big)
+    out = run("stage", "out", str(manifest))
+    assert out.returncode == 0, out.stderr
+    assert s3client.get_object(Bucket=bucket, Key="out/big.bin")["Body"].read() == big
+    (tmp_path / "ckpt" / "step_7").mkdir(parents=True)
+    (tmp_path / "ckpt" / "step_7" / ".done").write_text("")
+    assert run("newest", str(tmp_path / "ckpt")).stdout.strip() == str(tmp_path / "ckpt" / "step_7")
+
+
+def test_python_3_7_stops_with_one_line_naming_the_version(runtime_file, tmp_path):
+    proc = subprocess.run(
+        [_old_python("3.7"), "-I", "-S", str(runtime_file), "newest", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 127
+    assert proc.stderr == (
+        "anylaunch: python3 in this image is 3.7; anylaunch's in-job steps need 3.8 or newer\n"
+    )

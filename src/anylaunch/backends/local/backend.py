@@ -69,7 +69,6 @@ class LocalBackend:
                 "master_port": port,
                 "workdir": workdir or os.getcwd(),
                 "python": (section.python if section and section.python else sys.executable),
-                "anylaunch_python": sys.executable,
                 "cache_root": os.path.expanduser(
                     section.cache_root
                     if section and section.cache_root

@@ -8,7 +8,6 @@ as home directories are on most clusters.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -48,7 +47,7 @@ class SlurmBackend:
     def prepare(
         self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
     ) -> PlanContext:
-        values: dict[str, Any] = {"workdir": _workdir(spec), "anylaunch_python": sys.executable}
+        values: dict[str, Any] = {"workdir": _workdir(spec)}
         section = spec.slurm
         if section and section.template:
             where = _relative_to_job_file(spec, section.template)
