@@ -81,6 +81,8 @@ RULES: list[Rule] = [
         r"Reason=TimeLimit\b",
         r"\bwall ?time limit\b.*(exceeded|reached|killed)",
         r"JobState=TIMEOUT",
+        r"walltime \d+ exceeded limit \d+",
+        r"TERM_RUNLIMIT",
     ),
     _r("PREEMPTED", SLURM_STEPD, r"DUE TO PREEMPTION", r"DUE TO JOB REQUEUE"),
     _r(
@@ -181,6 +183,7 @@ RULES: list[Rule] = [
         r"out of memory on (device|GPU)",
         r"\bGPU \d+ has a total capacity of",
         r"cudaMalloc(Async)? (failed|retries)",
+        r"No available memory for the cache blocks",
         r"OOM when allocating tensor",
     ),
     _r(
@@ -224,6 +227,7 @@ RULES: list[Rule] = [
         r"(^|[\s:])MemoryError\b",
         r"Unable to allocate [\d.]+ [KMGT]i?B for an array",
         r"^(?!.*(torch_|NCCL|ibv_)).*Cannot allocate memory",
+        r"DefaultCPUAllocator: (can't allocate memory|not enough memory)",
         r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) is killed by signal: Killed",
     ),
     # Shared memory before disk space: both say "No space left on device".
@@ -309,6 +313,7 @@ RULES: list[Rule] = [
         r"failed to create shim task",
         r"nvidia-container-cli: (mount|initialization|container) error",
         r"couldn't start container|container start failed",
+        r"could not select device driver",
     ),
     _r(
         "USER_ERROR",
@@ -334,7 +339,7 @@ RULES: list[Rule] = [
         "huggingface/huggingface_hub src/huggingface_hub/errors.py; boto/botocore; HTTP 401/403",
         r"\b401\b.{0,40}(Unauthorized|Client Error)",
         r"\bUnauthorized\b",
-        r"\b403\b.{0,10}Forbidden",
+        r"\b403\b.{0,30}Forbidden",
         r"token (is )?(invalid|expired|missing)",
         r"invalid (auth |user |api |access )?(token|credentials|api key)",
         r"GatedRepoError|gated repo",
@@ -357,6 +362,7 @@ RULES: list[Rule] = [
         r"Read-only file system|EROFS",
         r"Stale file handle|ESTALE",
         r"Input/output error|\bEIO\b",
+        r"PermissionError: \[Errno 13\] Permission denied",
         r"\(404\) when calling the HeadObject|HeadObject operation: Not Found",
         r"PytorchStreamReader failed reading",
         r"SafetensorError|MetadataIncompleteBuffer",
@@ -444,6 +450,7 @@ RULES: list[Rule] = [
         r"Exception raised from checkTimeout",
         r"failed to pass monitoredBarrier",
         r"NCCL_ERROR_TIMEOUT|ncclTimeout\b",
+        r"Timeout at NCCL work",
     ),
     _r(
         "NCCL_TIMEOUT",
