@@ -1,14 +1,21 @@
 """Environment mappings in job files: YAML reads `OMP_NUM_THREADS: 4` as a number and
-`DEBUG: true` as a bool, but the environment only holds text."""
+`DEBUG: true` as a bool, but the environment only holds text.
+
+Names and values are checked here, once, for every backend: a name the shell cannot
+export (`A=B`, `A B`, empty) or a NUL byte (which no environment can hold) is refused
+with the key's line, before anything is stored or sent.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import AfterValidator, BeforeValidator
 
 from anylaunch.redact import is_secret_name
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def _as_text(value: Any) -> Any:
     if not isinstance(value, dict):
@@ -24,7 +31,24 @@ def _text(value: Any) -> Any:
     return value
 
 
-EnvVars = Annotated[dict[str, str], BeforeValidator(_as_text)]
+def check_name(name: str) -> str:
+    if not _NAME.fullmatch(name):
+        raise ValueError(
+            f"{name!r} is not an environment variable name;"
+            " use letters, digits and '_' only, not starting with a digit"
+        )
+    return name
+
+
+def check_value(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("holds a NUL byte, which no environment variable can; remove it")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(check_name)]
+EnvValue = Annotated[str, AfterValidator(check_value)]
+EnvVars = Annotated[dict[EnvName, EnvValue], BeforeValidator(_as_text)]
 
 
 def credentials_env(

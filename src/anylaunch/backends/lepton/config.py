@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from anylaunch.envvars import EnvName, EnvValue
+
 PriorityClass = Literal[
     "low-1000", "low-2000", "low-3000", "mid-4000", "mid-5000", "mid-6000",
     "high-7000", "high-8000", "high-9000",
@@ -62,7 +64,7 @@ class LeptonSection(BaseModel):
     gpu_count: int | None = Field(default=None, ge=1, description="GPUs (ranks) per node")
     num_nodes: int | None = Field(default=None, ge=1)
     dedicated_node_group: str | None = Field(default=None, description="node group name or id")
-    env_vars: dict[str, str] = Field(default_factory=dict)
+    env_vars: dict[EnvName, EnvValue] = Field(default_factory=dict)
     mounts: list[LeptonMount] | None = Field(
         default=None, description="explicit; else discovered from the node group's volumes"
     )
@@ -77,7 +79,7 @@ class LeptonSection(BaseModel):
     )
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     shared_memory_size: int | None = Field(default=None, ge=0, description="MiB")
-    secrets: dict[str, str] = Field(
+    secrets: dict[EnvName, str] = Field(
         default_factory=dict, description="env name -> an existing workspace secret's name"
     )
     ngc_pull_secret: str = Field(

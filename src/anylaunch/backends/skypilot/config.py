@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from anylaunch.envvars import credentials_env
+from anylaunch.envvars import EnvName, EnvValue, credentials_env
 from anylaunch.redact import MASK, is_secret_name
 
 # The seed's five, plus Slurm: SkyPilot drives a Slurm cluster over SSH (the e2e test).
@@ -73,7 +73,7 @@ class SkyPilotSection(BaseModel):
     disk_size: int | None = Field(default=None, ge=1, description="GB per node")
     region: str | None = None
     setup: str | None = None
-    env_vars: dict[str, str] = Field(default_factory=dict)
+    env_vars: dict[EnvName, EnvValue] = Field(default_factory=dict)
     # AutoModel's SkyPilotConfig and launcher also take these; a recipe file written for
     # it works as is.
     job_name: str | None = Field(default=None, description="task name (and cluster name)")
