@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from anylaunch import automodel, interpolate, overrides
+from anylaunch import automodel, interpolate, limits, overrides
 from anylaunch.errors import ConfigError
 from anylaunch.pins import Pins
 from anylaunch.spec import BACKENDS, JobSpec
@@ -46,7 +46,10 @@ def load(
     environ = os.environ if environ is None else environ
     file = str(path)
     try:
-        text = Path(file).read_text(encoding="utf-8")
+        with open(file, "rb") as handle:  # no more than the limit: the file may be huge
+            raw = handle.read(limits.MAX_JOB_FILE_BYTES + 1)
+        _check_file_size(file, len(raw))
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError("no such file", file=file, fix="check the path of the job file") from None
     except IsADirectoryError:
@@ -68,6 +71,18 @@ def from_text(
     environ: Mapping[str, str] | None = None,
 ) -> JobSpec:
     environ = os.environ if environ is None else environ
+    if len(text) > limits.MAX_JOB_FILE_BYTES:  # characters: at least as many bytes
+        _check_file_size(file, len(text.encode()))
+    # Every value but the first is after a comma or a line break: an upper bound on the
+    # values, counted at C speed before the (slow, per value) YAML tree is built.
+    pieces = text.count(",") + text.count("\n")
+    if pieces > limits.MAX_JOB_FILE_VALUES:
+        raise ConfigError(
+            f"the job file holds about {pieces} values (lines and list items), over the"
+            f" {limits.MAX_JOB_FILE_VALUES} a job file may hold",
+            file=file,
+            fix="a job file holds settings: give long lists to the program as a file (inputs)",
+        )
     located = parse(text, file)
     pins = Pins(Path(file), environ)
     expander = interpolate.Expander(
@@ -111,7 +126,9 @@ def from_text(
     except ValidationError as exc:
         raise _config_error(located, exc) from None
     _check_sizes(located, spec)
-    return automodel.with_defaults(spec, environ)
+    spec = automodel.with_defaults(spec, environ)
+    _check_limits(located, spec)
+    return spec
 
 
 def _with_recipe_secrets(
@@ -138,7 +155,49 @@ def _with_recipe_secrets(
 
 
 def route(spec: JobSpec, backend: str | None = None) -> str:
-    """Which backend runs this spec: `--backend`, else the one section, else local."""
+    """Which backend runs this spec: `--backend`, else the one section, else local; a
+    job too big for that backend is refused here, before anything is planned."""
+    name = _pick(spec, backend)
+    nodes, ranks, _ = job_size(spec, name)
+    limits.check_size(spec, name, nodes, ranks)
+    return name
+
+
+def job_size(spec: JobSpec, backend: str) -> tuple[int, int, KeyPath]:
+    """(nodes, ranks per node, where the node count is written) of a spec on a backend."""
+    section = getattr(spec, backend)
+    node_word, rank_word = SIZE_WORDS[backend]
+    nodes = spec.nodes or (section_size(backend, section, node_word) if section else None)
+    ranks = spec.gpus_per_node or (section_size(backend, section, rank_word) if section else None)
+    key: KeyPath = ("nodes",) if spec.nodes or not nodes else (backend, node_word)
+    return nodes or 1, ranks or 1, key
+
+
+def _check_limits(located: Located, spec: JobSpec) -> None:
+    """The size limits of the backend the file routes to, reported at their line."""
+    present = spec.sections()
+    if len(present) > 1:
+        return  # `--backend` picks one; `route` checks it then
+    name = present[0] if present else "local"
+    nodes, ranks, key = job_size(spec, name)
+    try:
+        limits.check_size(spec, name, nodes, ranks)
+    except ConfigError as exc:
+        raise located.error(
+            ("splits",) if exc.key == "splits" else key, exc.what, exc.fix
+        ) from None
+
+
+def _check_file_size(file: str, nbytes: int) -> None:
+    if nbytes > limits.MAX_JOB_FILE_BYTES:
+        raise ConfigError(
+            f"the job file is over {limits.size(limits.MAX_JOB_FILE_BYTES)}, the limit for job files",
+            file=file,
+            fix="a job file holds settings: run long commands from a script file, and give data as inputs",
+        )
+
+
+def _pick(spec: JobSpec, backend: str | None) -> str:
     if backend is not None:
         if backend not in BACKENDS:
             raise ConfigError(
@@ -229,7 +288,8 @@ def section_size(backend: str, section: Any, word: str) -> int | None:
 def _config_error(located: Located, exc: ValidationError) -> ConfigError:
     """The first pydantic error as one line that names file, line and key path."""
     err = exc.errors(include_url=False)[0]
-    path: KeyPath = tuple(p for p in err["loc"] if isinstance(p, str | int))
+    # A mapping key that fails its own check is reported at that key ("[key]" dropped).
+    path: KeyPath = tuple(p for p in err["loc"] if isinstance(p, str | int) and p != "[key]")
     kind = err["type"]
     if kind == "extra_forbidden":
         parent = _model_at(path[:-1])

@@ -25,6 +25,7 @@ from anylaunch.backends.local.config import LocalSection
 from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.envvars import EnvVars
+from anylaunch.limits import check_command
 from anylaunch.mounts import Mount
 from anylaunch.redact import MASK, is_secret_name
 from anylaunch.storage.uri import parse_s3, validate_location
@@ -32,6 +33,7 @@ from anylaunch.storage.uri import parse_s3, validate_location
 BACKENDS = ("local", "slurm", "skypilot", "lepton")
 S3Location = Annotated[str, AfterValidator(lambda uri: str(parse_s3(uri)) and uri)]
 Launcher = Literal["torchrun", "srun", "none"]
+MAX_NAME = 200
 
 
 class Strict(BaseModel):
@@ -66,7 +68,18 @@ class Hooks(Strict):
     @field_validator("pre", "post", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
+        value = [value] if isinstance(value, str) else value
+        if isinstance(value, list):
+            check_command_text([v for v in value if isinstance(v, str)])
+        return value
+
+
+def check_command_text(words: list[str]) -> None:
+    """A command's words: within the length limit, and no NUL byte (no program argument
+    can hold one; the node would fail to start it after the job was stored)."""
+    check_command(sum(len(w) for w in words))
+    if any("\x00" in w for w in words):
+        raise ValueError("holds a NUL byte, which no command can; remove it")
 
 
 class Checkpoint(BaseModel):
@@ -126,9 +139,27 @@ class JobSpec(Strict):
     # The job file this spec came from; relative paths and `{config}` resolve against it.
     source: str | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str | None) -> str | None:
+        # A name is a line in `ps`, a Slurm --job-name, a Lepton name: one line of text.
+        if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError(
+                f"{value[:40]!r} holds a control character (a newline, a tab, a NUL);"
+                " write the name on one line of plain text"
+            )
+        if value is not None and len(value) > MAX_NAME:
+            raise ValueError(f"is {len(value)} characters; use at most {MAX_NAME}")
+        return value
+
     @field_validator("command", mode="before")
     @classmethod
     def _split_command(cls, value: Any) -> Any:
+        # Bounded before splitting: the length check is linear, the split is not.
+        if isinstance(value, str):
+            check_command_text([value])
+        elif isinstance(value, list):
+            check_command_text([v for v in value if isinstance(v, str)])
         if isinstance(value, str):
             try:
                 return shlex.split(value)

@@ -173,3 +173,78 @@ def test_shell_metacharacters_reach_a_slurm_job_literally(
     final = wait_until(ended, timeout=90, what="the Slurm job to end", interval=0.5)
     assert final["state"] == "SUCCEEDED", final
     _check_received(out, workdir, tmp_path)
+
+
+def _refused_from_the_cli(text: str, tmp_path: Path, home: Path, *args: str) -> str:
+    """`anylaunch run` of this job file: exit 2, one line naming file and line, nothing
+    stored. Returns the message."""
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "run", str(path), *args],
+        env=cli_env(home), capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    if "--json" in args:
+        message = json.loads(done.stdout)["error"]["message"]
+    else:
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        message = done.stderr.strip()
+    assert f"{path}:" in message and "\n" not in message, message
+    assert not (home / "jobs.db").exists() or _stored(home) == 0
+    return message
+
+
+def _stored(home: Path) -> int:
+    import sqlite3
+
+    db = sqlite3.connect(home / "jobs.db")
+    try:
+        return db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+    finally:
+        db.close()
+
+
+SECTIONS = {
+    "local": "local: {}\n",
+    "slurm": "slurm: {}\n",
+    "skypilot": "skypilot: {infra: slurm/devstack}\n",
+    "lepton": "image: python:3.11\nlepton: {resource_shape: cpu.small}\n",
+}
+BAD_VALUES = {
+    "nul-in-command-line": ('command: "echo a\\0b"\n', "NUL"),
+    "nul-in-command-list": ('command: [echo, "a\\0b"]\n', "NUL"),
+    "nul-in-env-value": ('command: [echo]\nenv: {A: "x\\0y"}\n', "NUL"),
+    "nul-in-hook": ('command: [echo]\nhooks: {pre: "echo \\0"}\n', "NUL"),
+    "env-name-with-equals": ('command: [echo]\nenv: {"A=B": x}\n', "'A=B'"),
+    "env-name-with-space": ('command: [echo]\nenv: {"A B": x}\n', "'A B'"),
+    "env-name-empty": ('command: [echo]\nenv: {"": x}\n', "''"),
+    "env-name-digit-first": ('command: [echo]\nenv: {"1A": x}\n', "'1A'"),
+    "name-with-newline": ('command: [echo]\nname: "a\\nb"\n', "control character"),
+    "name-with-nul": ('command: [echo]\nname: "a\\0b"\n', "control character"),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(SECTIONS))
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_bad_names_and_values_are_refused_for_every_backend_before_anything_is_stored(
+    case: str, backend: str, tmp_path: Path, home: Path
+) -> None:
+    text, says = BAD_VALUES[case]
+    message = _refused_from_the_cli(text + SECTIONS[backend], tmp_path, home, "--json")
+    assert says in message, message
+
+
+@pytest.mark.parametrize(
+    "section", ["slurm: {env_vars: {'A=B': x}}\n", "lepton: {resource_shape: cpu.small, env_vars: {'A B': x}}\n",
+                "skypilot: {infra: slurm/devstack, env_vars: {'': x}}\n",
+                "slurm: {env_vars: {A: \"\\0\"}}\n"],
+    ids=["slurm", "lepton", "skypilot", "slurm-nul"],
+)  # fmt: skip
+def test_bad_names_in_a_backend_sections_env_are_refused_at_their_line(
+    section: str, tmp_path: Path, home: Path
+) -> None:
+    message = _refused_from_the_cli("command: [echo]\n" + section, tmp_path, home)
+    assert "job.yaml:2:" in message, message

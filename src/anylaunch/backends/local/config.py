@@ -24,6 +24,9 @@ class LocalSection(BaseModel):
     cache_root: str | None = Field(
         default=None, description="cache for S3 inputs; default $ANYLAUNCH_HOME/cache"
     )
+    force: bool = Field(
+        default=False, description="start more processes than this machine is sized for"
+    )
     kill_grace_s: float = Field(
         default=10.0, ge=0, description="seconds between SIGTERM and SIGKILL on cancel/failure"
     )

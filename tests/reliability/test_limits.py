@@ -1,0 +1,99 @@
+"""Size limits: inputs that used to take unbounded time (a 10 MB command split in
+quadratic time, `nodes: 1000000000` planned node by node, a 30 MB job file) end at once
+with one line that names the real problem, exit 2; the local backend is bounded by
+what this machine can run unless forced.
+
+Each CLI call runs under a subprocess timeout far above what it needs: a hang fails
+the test, and no assertion depends on the machine's speed. The wall time of each is
+printed (pytest -s) for the record.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks
+
+from anylaunch import limits
+
+GENEROUS_S = 60  # not a speed claim: only "it ends", on a loaded machine
+
+
+def _run(
+    text: str, tmp_path: Path, home: Path, *args: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    began = time.monotonic()
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "run", str(path), *args],
+        env=cli_env(home), capture_output=True, text=True, timeout=GENEROUS_S, cwd=tmp_path,
+    )  # fmt: skip
+    took = time.monotonic() - began
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+    return done, took
+
+
+def _one_line_refusal(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, (done.returncode, done.stdout[-500:], done.stderr[-2000:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-2000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('command: "' + "x" * (10 << 20) + '"\n', "the job file is over 1.0 MiB"),
+        ("command: [" + ", ".join(["x"] * 150_000) + "]\n", "about 150000 values"),
+        ("command: [echo]\nrecipe_list:\n" + "- 1\n" * 60_000, "about 60002 values"),
+        ("command: [echo]\nsplits: [" + ", ".join(["1" * 198] * 150_000) + "]\n", "over 1.0 MiB"),
+        ('command: "' + "x" * (200 << 10) + '"\n', "the command is 200 KiB, over the 128 KiB"),
+        ("command: [" + ", ".join(["x" * 1000] * 200) + "]\n", "over the 128 KiB"),
+        ("command: [echo]\nnodes: 1000000000\n", "at most 10000"),
+        ("command: [echo]\nnodes: 100000\nslurm: {}\n", "at most 10000"),
+        ("command: [echo]\nlepton: {resource_shape: cpu.small, num_nodes: 20000}\nimage: x\n",
+         "at most 10000"),
+        ("command: [echo]\nsplits: 1000000000\n", "splits"),
+        ("command: [echo]\nnodes: 1000\n", "set local.force: true"),
+        ("command: [echo]\nnodes: 2\nlocal: {nproc_per_node: 1000}\n", "set local.force: true"),
+    ],
+    ids=["10MB-command", "huge-list", "huge-block-list", "30MB-file", "200KiB-command", "200KiB-list",
+         "nodes-1e9", "slurm-1e5-nodes", "lepton-2e4-nodes", "splits-1e9", "local-1000-nodes",
+         "local-2000-processes"],
+)  # fmt: skip
+def test_oversized_jobs_end_at_once_with_one_line_naming_the_real_problem(
+    text: str, says: str, tmp_path: Path, home: Path
+) -> None:
+    done, took = _run(text, tmp_path, home)
+    message = _one_line_refusal(done)
+    assert says in message and "alias" not in message, message
+    print(f"{len(text)} bytes refused in {took:.2f}s: {message[:120]}")
+
+
+def test_the_acceptance_cases_answer_in_json_too(tmp_path: Path, home: Path) -> None:
+    for text in ('command: "' + "x" * (10 << 20) + '"\n', "command: [echo]\nnodes: 1000000000\n"):
+        done, took = _run(text, tmp_path, home, "--json")
+        assert done.returncode == 2 and "error" in json.loads(done.stdout)
+        print(f"--json refusal in {took:.2f}s")
+
+
+def test_a_forced_local_job_may_exceed_the_machines_size(tmp_path: Path, home: Path) -> None:
+    ranks = limits.local_ranks() + 1
+    done, _ = _run(
+        f"command: [echo]\nlauncher: none\nnodes: {ranks}\nlocal: {{force: true}}\n",
+        tmp_path, home, "--dry-run", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(json.loads(done.stdout)["plan"]["payload"]["nodes"]) == ranks
+
+
+def test_a_command_at_the_limit_is_accepted(tmp_path: Path, home: Path) -> None:
+    word = "x" * (limits.MAX_COMMAND_BYTES - 10)
+    done, _ = _run(f"command: [echo, {word}]\nlauncher: none\n", tmp_path, home, "--dry-run")
+    assert done.returncode == 0, done.stderr[-2000:]
