@@ -17,6 +17,7 @@ from anylaunch.redact import is_secret_name
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+
 def _as_text(value: Any) -> Any:
     if not isinstance(value, dict):
         return value  # let pydantic report the wrong type
