@@ -15,11 +15,12 @@ from anylaunch.errors import ConfigError
 if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
 
-# AutoModel recipes are a few KiB; a file this size holds data, not settings.
-MAX_JOB_FILE_BYTES = 1 << 20
-# Values (lines, list items) in one job file: building each costs ~10 us, so a 150,000-item
-# list took seconds; a run's split values (at most MAX_SPLITS) fit several times over.
-MAX_JOB_FILE_VALUES = 50_000
+# AutoModel recipes are a few KiB, and a recipe may carry a list of 150,000 numbers
+# (a few MiB written out); a file past this holds data, not settings.
+MAX_JOB_FILE_BYTES = 4 << 20
+# Values (lines, list items) in one job file: building each costs ~10-20 us, so the tree
+# of a few million would take a minute; 150,000 numbers fit with room.
+MAX_JOB_FILE_VALUES = 200_000
 # Linux refuses any single argument over MAX_ARG_STRLEN (128 KiB), and a shell command
 # line reaches the node as one (`bash -c LINE`): longer could never start.
 MAX_COMMAND_BYTES = 128 << 10

@@ -49,10 +49,11 @@ def _one_line_refusal(done: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     "text, says",
     [
-        ('command: "' + "x" * (10 << 20) + '"\n', "the job file is over 1.0 MiB"),
-        ("command: [" + ", ".join(["x"] * 150_000) + "]\n", "about 150000 values"),
-        ("command: [echo]\nrecipe_list:\n" + "- 1\n" * 60_000, "about 60002 values"),
-        ("command: [echo]\nsplits: [" + ", ".join(["1" * 198] * 150_000) + "]\n", "over 1.0 MiB"),
+        ('command: "' + "x" * (10 << 20) + '"\n', "the job file is over 4.0 MiB"),
+        ("command: [echo]\nw: [" + ", ".join(["1"] * 250_000) + "]\n", "about 250001 values"),
+        ("command: [echo]\nrecipe_list:\n" + "- 1\n" * 250_000, "about 250002 values"),
+        ("command: [" + ", ".join(["x"] * 150_000) + "]\n", "the command is 146 KiB"),
+        ("command: [echo]\nsplits: [" + ", ".join(["1" * 198] * 150_000) + "]\n", "over 4.0 MiB"),
         ('command: "' + "x" * (200 << 10) + '"\n', "the command is 200 KiB, over the 128 KiB"),
         ("command: [" + ", ".join(["x" * 1000] * 200) + "]\n", "over the 128 KiB"),
         ("command: [echo]\nnodes: 1000000000\n", "at most 10000"),
@@ -63,7 +64,7 @@ def _one_line_refusal(done: subprocess.CompletedProcess[str]) -> str:
         ("command: [echo]\nnodes: 1000\n", "set local.force: true"),
         ("command: [echo]\nnodes: 2\nlocal: {nproc_per_node: 1000}\n", "set local.force: true"),
     ],
-    ids=["10MB-command", "huge-list", "huge-block-list", "30MB-file", "200KiB-command", "200KiB-list",
+    ids=["10MB-command", "huge-list", "huge-block-list", "long-command-list", "30MB-file", "200KiB-command", "200KiB-list",
          "nodes-1e9", "slurm-1e5-nodes", "lepton-2e4-nodes", "splits-1e9", "local-1000-nodes",
          "local-2000-processes"],
 )  # fmt: skip
