@@ -85,3 +85,19 @@ def test_mounts_without_an_image_are_a_warning(tmp_path) -> None:
     assert [c.status for c in checks] == ["warn"]
     with_image = _load(tmp_path, "image: x\nslurm:\n  extra_mounts: ['/data:/data']\n")
     assert not [c for c in slurm_preflight.spec_checks(with_image) if c.name == "mounts"]
+
+
+def test_slurm_job_dir_holds_the_job_and_logs_read_it(cli, tmp_path, devstack, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", devstack["SLURM_CONF"])
+    path = tmp_path / "recipe.yaml"
+    path.write_text(AUTOMODEL + f"slurm:\n  job_dir: {tmp_path}/jobs\n")
+    done = cli(
+        "run", str(path), "--json", "--set", "launcher=none", "--", "echo", "hello from job_dir",
+        timeout=180,
+    )  # fmt: skip
+    assert done.rc == 0, done.err[-2000:]
+    job = done.json()
+    assert (job["backend"], job["state"]) == ("slurm", "SUCCEEDED")
+    assert (tmp_path / "jobs" / job["id"] / "sbatch.sh").is_file()
+    logs = cli("logs", job["id"])
+    assert "hello from job_dir" in logs.out
