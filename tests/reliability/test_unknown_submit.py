@@ -18,7 +18,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, load_json, store_problems
+from reliability_helpers import (
+    FIGURES,
+    PY,
+    cli_env,
+    count_tracebacks,
+    fault,
+    load_json,
+    store_problems,
+)
 
 from anylaunch import api
 from anylaunch.lepton.emulator.server import Emulator, set_faults
@@ -63,10 +71,12 @@ def test_a_lepton_create_whose_answer_is_lost_is_adopted_by_name_not_failed(
         set_faults(emu.url, emu.token, faults)
         env = cli_env(home, **emu.env())
         done = _cli(env, tmp_path, "run", str(job), "--json", "--no-preflight")
-        fired = sum(emu.world.faults._fired.values())
+        faults = emu.world.faults
+        fired = sum(faults._fired.values())
+        for index, times in faults._fired.items():
+            fault(f"lepton {faults.list()[index].kind}", times)
         emu.clear_faults()
         created = emu.world.list("alive_and_archive")
-    FIGURES["faults injected"] += fired
     FIGURES["jobs submitted"] += len(created)
     FIGURES["duplicates"] += max(0, len(created) - 1)
     summary = load_json(done.stdout)
@@ -101,6 +111,7 @@ def test_an_sbatch_whose_answer_is_lost_is_adopted_by_its_comment_not_failed(
     job.write_text(f"launcher: none\ncommand: [bash, -c, 'echo x >> {out}']\nslurm: {{}}\n")
     env = cli_env(home, **sbatch_that_loses_its_answer)
     done = _cli(env, tmp_path, "run", str(job), "--json", "--no-preflight")
+    fault("slurm sbatch answer lost")
     summary = load_json(done.stdout)
     assert done.returncode == 0, done.stderr
     assert summary["state"] == "SUCCEEDED", summary
@@ -122,6 +133,7 @@ def test_a_slurm_array_whose_answer_is_lost_is_adopted_split_by_split(
     )
     env = cli_env(home, **sbatch_that_loses_its_answer)
     done = _cli(env, tmp_path, "run", str(job), "--json", "--no-preflight")
+    fault("slurm sbatch answer lost")
     view = load_json(done.stdout)
     assert done.returncode == 0, done.stderr
     assert view["state"] == "SUCCEEDED", view
@@ -165,6 +177,7 @@ def test_a_local_job_whose_submitter_was_killed_is_adopted_by_its_supervisor(
         timeout=120,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
+    fault("local submitter killed")
     job_id = killed.stdout.strip()
     assert Store(home).get(job_id).native_id is None
     done = _cli(env, tmp_path, "status", job_id, "--json")  # the next command adopts it
