@@ -37,6 +37,34 @@ SKYPILOT_HF_HOME = "~/.cache/huggingface"
 # AutoModel's SkyPilot launcher reads these two from the submitting environment.
 CREDENTIALS = (("hf_token", "HF_TOKEN"), ("wandb_key", "WANDB_API_KEY"))
 _TARGET_PREFIX = "nemo_automodel."
+# AutoModel's recipe classes by their short names (what `recipe:` usually says) and the
+# module that runs each as a script, as in nemo_automodel/recipes of the AutoModel whose
+# examples tests/recipes checks. AutoModel's own launchers run `torchrun MODULE.py -c
+# FILE`; modules without a `__main__` block cannot run that way and are left out.
+RECIPE_MODULES = {
+    "BenchmarkingRecipeForNextTokenPrediction": "nemo_automodel.recipes.llm.benchmark",
+    "DiffusionGemmaSFTRecipe": "nemo_automodel.recipes.dllm.train_ft",
+    "DiffusionLMSFTRecipe": "nemo_automodel.recipes.dllm.train_ft",
+    "EmbeddingDistillRecipe": "nemo_automodel.recipes.retrieval.distill_bi_encoder",
+    "FinetuneRecipeForMultimodal": "nemo_automodel.recipes.multimodal.finetune",
+    "FinetuneRecipeForVLM": "nemo_automodel.recipes.vlm.finetune",
+    "KnowledgeDistillationRecipeForNextTokenPrediction": "nemo_automodel.recipes.llm.kd",
+    "KnowledgeDistillationRecipeForVLM": "nemo_automodel.recipes.vlm.kd",
+    "TrainBiEncoderRecipe": "nemo_automodel.recipes.retrieval.train_bi_encoder",
+    "TrainCrossEncoderRecipe": "nemo_automodel.recipes.retrieval.train_cross_encoder",
+    "TrainDFlash2Recipe": "nemo_automodel.recipes.llm.train_dflash2",
+    "TrainDFlashRecipe": "nemo_automodel.recipes.llm.train_dflash",
+    "TrainDSparkRecipe": "nemo_automodel.recipes.llm.train_dspark",
+    "TrainDominoRecipe": "nemo_automodel.recipes.llm.train_domino",
+    "TrainEagle1Recipe": "nemo_automodel.recipes.llm.train_eagle1",
+    "TrainEagle2Recipe": "nemo_automodel.recipes.llm.train_eagle2",
+    "TrainEagle3Recipe": "nemo_automodel.recipes.llm.train_eagle3",
+    "TrainFinetuneRecipeForNextTokenPrediction": "nemo_automodel.recipes.llm.train_ft",
+    "TrainFinetuneRecipeForSequenceClassification": "nemo_automodel.recipes.llm.train_seq_cls",
+    "TrainJetSpecRecipe": "nemo_automodel.recipes.llm.train_jetspec",
+    "TrainVispecRecipe": "nemo_automodel.recipes.llm.train_vispec",
+    "TrainVispecStage1Recipe": "nemo_automodel.recipes.llm.train_vispec",
+}
 
 
 # Fields that only AutoModel's launcher has: a section that uses one was written for it.
@@ -72,11 +100,27 @@ def _names_automodel(value: Any, depth: int) -> bool:
     return False
 
 
+def recipe_command(recipe: Mapping[Any, Any]) -> list[str] | None:
+    """How AutoModel's launchers run the recipe the file names: its module with `-c`."""
+    target = recipe.get("recipe")
+    if isinstance(target, dict):
+        target = target.get("_target_")
+    if not isinstance(target, str) or not target.strip():
+        return None
+    target = target.strip()
+    module = target.rsplit(".", 1)[0] if "." in target else RECIPE_MODULES.get(target)
+    return ["python", "-m", module, "-c", "{config}"] if module else None
+
+
 def with_defaults(spec: JobSpec, environ: Mapping[str, str]) -> JobSpec:
     """The spec with AutoModel's launcher defaults filled in where the user wrote nothing."""
     if not is_recipe(spec):
         return spec
     update: dict[str, Any] = {}
+    if not spec.command:
+        command = recipe_command(spec.recipe)
+        if command:
+            update["command"] = command
     if spec.slurm is not None:
         update["slurm"] = _slurm(spec)
         if spec.slurm.nsys_enabled or (spec.profile and spec.profile.nsys):

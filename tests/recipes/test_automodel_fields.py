@@ -101,3 +101,19 @@ def test_slurm_job_dir_holds_the_job_and_logs_read_it(cli, tmp_path, devstack, m
     assert (tmp_path / "jobs" / job["id"] / "sbatch.sh").is_file()
     logs = cli("logs", job["id"])
     assert "hello from job_dir" in logs.out
+
+
+def test_a_recipe_without_a_command_runs_the_module_it_names(tmp_path) -> None:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(AUTOMODEL)
+    assert config.load(path, environ={}).command == [
+        "python", "-m", "nemo_automodel.recipes.llm.train_ft", "-c", "{config}",
+    ]  # fmt: skip
+    path.write_text(
+        "recipe:\n  _target_: nemo_automodel.recipes.vlm.finetune.FinetuneRecipeForVLM\n"
+    )
+    assert config.load(path, environ={}).command[2] == "nemo_automodel.recipes.vlm.finetune"
+    path.write_text(AUTOMODEL + "command: python mine.py -c {config}\n")
+    assert config.load(path, environ={}).command == ["python", "mine.py", "-c", "{config}"]
+    path.write_text("recipe: SomeFutureRecipe\n")  # unknown short name: nothing guessed
+    assert config.load(path, environ={}).command == []
