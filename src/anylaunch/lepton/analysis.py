@@ -86,7 +86,7 @@ def analyze(
             evidence,
             found,
             [_node_event("FailedScheduling", e) for e in events if e.reason == "FailedScheduling"],
-            err_class="ERR_CAPACITY",
+            code="NO_CAPACITY",
             cause=f"pending for {int(age // 60)} min {int(age % 60)} s without a node (no capacity)",
         )
     unready = [e for e in events if e.reason == "Unhealthy"]
@@ -95,7 +95,7 @@ def analyze(
             evidence,
             found,
             [_node_event("NotReady", e) for e in unready],
-            err_class="ERR_INFRA",
+            code="NODE_FAIL",
             cause=f"only {status.ready} of {status.active} replicas became ready; the others block rendezvous",
             suggestion="cancel the job and resubmit it so Lepton places it on other nodes",
         )
@@ -117,7 +117,7 @@ _WHILE_RUNNING = frozenset(
         "HARDWARE_GPU",
     }
 )
-# The seed's fixes, in the facade's words.
+# Each failure's fix, in the facade's words (batch size, NGC_KEY, node groups).
 _FIX = {
     "OOM_GPU": "reduce the batch size (e.g. evaluation.batch_size) or max_length, or spread the "
     "model over more GPUs with tensor parallelism",
@@ -189,23 +189,23 @@ def _result(
     found: Diagnosis,
     node_events: list[dict],
     *,
-    err_class: str | None = None,
+    code: str | None = None,
     cause: str | None = None,
     suggestion: str | None = None,
 ) -> dict[str, Any]:
+    """The facade's answer; `code` and `cause` replace the classifier's when a
+    Lepton-only check (pending past the threshold, replicas never ready) decided."""
+    from anylaunch.diagnose.classes import BY_CODE
+
     streams = _excerpts(evidence.lines)
-    code = (
-        found.code
-        if err_class is None
-        else {"ERR_CAPACITY": "NO_CAPACITY"}.get(err_class, found.code)
-    )
+    code = code or found.code
     if cause is None:
         cause = found.cause
         exit_code = _exit_code(evidence.events)
         if exit_code is not None and f"code {exit_code}" not in cause:
             cause = f"{cause} (the program exited with code {exit_code})"
     return {
-        "err_class": err_class or found.err_class,
+        "err_class": BY_CODE[code].err_class,
         "code": code,
         "cause": cause,
         "suggestion": suggestion or _FIX.get(code, found.suggestion),
