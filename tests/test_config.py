@@ -312,3 +312,9 @@ def test_secrets_named_in_the_recipe_body_travel_with_the_job(write):
 
 def test_an_alias_inside_its_own_value_is_a_one_line_error(write):
     assert "an alias refers to the value that contains it" in error_of(write("a: &a [*a]\n"))
+
+
+def test_a_command_inside_a_backend_section_points_to_the_top_level(write):
+    message = error_of(write("slurm:\n  command: python t.py\n"))
+    assert "slurm.command: the command is not a section key" in message
+    assert "top-level 'command:'" in message

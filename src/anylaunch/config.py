@@ -292,6 +292,11 @@ def _config_error(located: Located, exc: ValidationError) -> ConfigError:
     path: KeyPath = tuple(p for p in err["loc"] if isinstance(p, str | int) and p != "[key]")
     kind = err["type"]
     if kind == "extra_forbidden":
+        if len(path) == 2 and path[0] in SIZE_WORDS and path[1] == "command":
+            # AutoModel's section dataclasses have a `command` that its CLI fills in.
+            return located.error(
+                path, "the command is not a section key", "write it as the top-level 'command:'"
+            )
         parent = _model_at(path[:-1])
         known = sorted(parent.model_fields) if parent else []
         hint = _did_you_mean(str(path[-1]), known)
