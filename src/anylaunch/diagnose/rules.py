@@ -118,6 +118,7 @@ RULES: list[Rule] = [
         r"\bNodeLost\b",
         r"Task launch for \S+ failed on node",
         r"job driver (died|was lost)|FAILED_DRIVER",
+        r"its node has died",
         r"FAILED_CONTROLLER",
     ),
     # A host DRAM error is the node's fault; the GPU ECC ones follow below.
@@ -168,7 +169,13 @@ RULES: list[Rule] = [
         r"forward compatibility was attempted on non supported HW",
     ),
     # --- Memory ---------------------------------------------------------------------------
-    _r("OOM_HOST", "openjdk: java.lang.OutOfMemoryError", r"java\.lang\.OutOfMemoryError"),
+    # Host memory errors whose names would otherwise read as a GPU's.
+    _r(
+        "OOM_HOST",
+        "openjdk: java.lang.OutOfMemoryError; ray-project/ray python/ray/exceptions.py",
+        r"java\.lang\.OutOfMemoryError",
+        r"node running low on memory",
+    ),
     _r(
         "OOM_GPU",
         "pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp; " + CUDA_RT,
@@ -184,6 +191,7 @@ RULES: list[Rule] = [
         r"\bGPU \d+ has a total capacity of",
         r"cudaMalloc(Async)? (failed|retries)",
         r"No available memory for the cache blocks",
+        r"\[CUDA\]: out of memory",
         r"OOM when allocating tensor",
     ),
     _r(
@@ -311,6 +319,7 @@ RULES: list[Rule] = [
         r"CreateContainerConfigError|CreateContainerError|RunContainerError|ContainerCannotRun",
         r"OCI runtime (create|exec) failed",
         r"failed to create shim task",
+        r"FailedCreatePodSandBox|Failed to create pod sandbox",
         r"nvidia-container-cli: (mount|initialization|container) error",
         r"couldn't start container|container start failed",
         r"could not select device driver",
@@ -626,6 +635,7 @@ RULES: list[Rule] = [
         r"invalid device ordinal",
         r"CUDA driver version is insufficient",
         r"Assertion `.*` failed",
+        r"OutOfResources: out of resource",
     ),
     _r(
         "USER_ERROR",
@@ -644,6 +654,9 @@ RULES: list[Rule] = [
         r"No module named",
         r"can't open file",
         r"execve\(\): .*: No such file or directory",
+        r"Could not find a version that satisfies the requirement|No matching distribution found",
+        r"^E: Unable to locate package",
+        r"(?:[a-z_]\w*\.)+[A-Z]\w*Failed: ",
         r"CalledProcessError",
         r"returned non-zero exit status",
     ),
