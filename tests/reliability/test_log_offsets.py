@@ -72,7 +72,8 @@ def job_with_log(data: bytes, secret: str):
             )
         )  # fmt: skip
         try:
-            with mock.patch.dict(os.environ, {"KEY": secret}):
+            env = {"KEY": secret, "ANYLAUNCH_HOME": str(Path(tmp) / "home")}
+            with mock.patch.dict(os.environ, env):
                 yield api.get("job00001", store=store), log
         finally:
             store.close()
@@ -131,18 +132,24 @@ def test_a_log_read_while_it_grows_in_any_pieces_shows_no_part_of_a_secret(
 
 
 @settings(max_examples=100, deadline=None)
-@given(logs(), st.integers(-1, 30))
-def test_logs_tail_and_diagnosis_show_no_part_of_a_secret(
-    case: tuple[str, bytes], tail: int
+@given(logs(), st.integers(-1, 30), st.integers(0, 500))
+def test_logs_tail_since_and_diagnosis_show_no_part_of_a_secret(
+    case: tuple[str, bytes], tail: int, since: int
 ) -> None:
+    """`logs` (the API's `Job.logs`), `logs --tail`, `logs -f`, `logs --since` and the
+    MCP tool (`ops.logs`: the masked whole, then sliced at any offset), diagnosis."""
+    from anylaunch import ops
+    from anylaunch.contract.inputs import LogsArgs
     from anylaunch.logs import follow
 
     secret, data = case
     with job_with_log(data, secret) as (job, _):
-        FIGURES["offsets tried"] += 1
+        FIGURES["offsets tried"] += 2
         shown = job.logs(tail=None if tail < 0 else tail).splitlines()
         shown += list(follow(job, tail=None if tail < 0 else tail))
         shown += [json.dumps(job.diagnose().to_json()["evidence"])]
+        args = LogsArgs(job_id=job.id, tail=None if tail < 0 else tail, since=since)
+        shown += [ops.logs(args)["text"]]
     assert leaked(shown) == []
 
 
