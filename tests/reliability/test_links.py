@@ -125,3 +125,37 @@ def test_a_path_outside_the_folder_is_refused(tmp_path: Path, path: str) -> None
     (tmp_path / "shadow").write_text(OUTSIDE)
     with pytest.raises(leftovers.Refused):
         leftovers.read_inside(str(tmp_path / "job"), path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_planted_result_file_neither_hangs_nor_misleads_ps(kind: str, tmp_path: Path) -> None:
+    """A local job whose supervisor is gone, and whose folder holds a FIFO (a read would
+    block for good) or a link to a forged result, in place of the supervisor's result."""
+    import subprocess
+
+    from reliability_helpers import PY, cli_env, count_tracebacks
+
+    home = tmp_path / "home"
+    store = Store(home)
+    job_dir = store.jobs_dir("job00002")
+    job_dir.mkdir(parents=True)
+    forged = tmp_path / "forged.json"
+    forged.write_text('{"state": "SUCCEEDED", "exit_code": 0}')
+    if kind == "fifo":
+        os.mkfifo(job_dir / "result.json")
+    else:
+        (job_dir / "result.json").symlink_to(forged)
+    store.add(
+        JobRecord(
+            id="job00002", name="j", backend="local", state=State.RUNNING, job_dir=str(job_dir),
+            native_id=str(2**22 + 4321), plan={"payload": {"nodes": []}},
+        )
+    )  # fmt: skip
+    store.close()
+    FIGURES["links tried"] += 1
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "ps", "--json"], env=cli_env(home), capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert count_tracebacks(done.stdout, done.stderr) == 0 and done.returncode == 0, done.stderr
+    assert [j["state"] for j in json.loads(done.stdout)] == ["UNKNOWN"]

@@ -246,8 +246,11 @@ def _orphaned(job: JobRecord) -> Observation:
 
 
 def _read_result(job_dir: Path) -> dict[str, Any] | None:
+    # The job can write its folder: a FIFO or a link there must not hang or mislead `ps`.
+    from anylaunch.leftovers import read_inside
+
     try:
-        return json.loads((job_dir / RESULT_FILE).read_text())
+        return json.loads(read_inside(str(job_dir), RESULT_FILE, limit=1 << 20))
     except (OSError, ValueError):
         return None
 
