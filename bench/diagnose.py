@@ -37,5 +37,26 @@ def run() -> list[Row]:
                 "unused_rules": result.unused_rules,
                 "ms_per_message": per_ms,
             },
-        )
+        ),
+        long_log(),
     ]
+
+
+def long_log(lines: int = 50_000) -> Row:
+    """A long run's log: progress lines on every rank, the failure at the end."""
+    from anylaunch.diagnose import diagnose_text
+
+    text = "\n".join(f"[rank{i % 8}]: step {i} loss 0.{i % 97} lr 3e-4" for i in range(lines))
+    text += "\n[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    started = time.perf_counter()
+    code = diagnose_text(text).code
+    seconds = time.perf_counter() - started
+    return Row(
+        GROUP,
+        f"a {lines:,}-line log",
+        ours=f"{seconds:.1f} s",
+        goal="≤ 5 s",
+        met=seconds <= 5 and code == "OOM_GPU",
+        note=f"diagnosed {code}",
+        data={"seconds": seconds, "code": code},
+    )

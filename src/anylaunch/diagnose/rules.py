@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from anylaunch.diagnose import keywords
 from anylaunch.diagnose.classes import BY_CODE, CLASSES, PRECEDENCE, Class
 
 STRONG, WEAK = 2, 1
@@ -34,12 +35,23 @@ class Rule:
     strength: int
     source: str
     name: str
+    words: tuple[str, ...] | None  # a line holding none of these cannot match (keywords)
 
 
-def _r(code: str, source: str, *patterns: str, weak: bool = False, case: bool = False) -> Rule:
+def _r(
+    code: str,
+    source: str,
+    *patterns: str,
+    weak: bool = False,
+    case: bool = False,
+    words: tuple[str, ...] | None = None,
+) -> Rule:
+    """`words` names the pre-check's words where they cannot be read off the patterns."""
     flags = 0 if case else re.IGNORECASE
     pattern = re.compile("|".join(f"(?:{p})" for p in patterns), flags)
-    return Rule(code, pattern, WEAK if weak else STRONG, source, patterns[0][:60])
+    strength = WEAK if weak else STRONG
+    found = words or keywords.words(patterns)
+    return Rule(code, pattern, strength, source, patterns[0][:60], found)
 
 
 # Lines that only summarise or decorate other lines: never evidence themselves.
@@ -643,6 +655,7 @@ RULES: list[Rule] = [
         r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)",
         r"^(AssertionError|KeyboardInterrupt|StopIteration)\b",
         case=True,
+        words=("error", "exception", "exit", "interrupt", "stopiteration"),
     ),
     _r(
         "USER_ERROR",
@@ -693,12 +706,34 @@ ROOT_CAUSE_RANK = re.compile(r"^rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
 ROOT_CAUSE_HOST = re.compile(r"^host\s*:\s*(\S+)")
 
 
+# Each rule's words by their first three letters: a line's three-letter slices find the
+# rules it may match without testing every word of every rule.
+_BY_PREFIX: dict[str, list[tuple[int, str]]] = {}
+for _i, _rule in enumerate(RULES):
+    for _word in _rule.words or ():
+        _BY_PREFIX.setdefault(_word[: keywords.MIN_LENGTH], []).append((_i, _word))
+_ALWAYS = frozenset(i for i, rule in enumerate(RULES) if rule.words is None)
+
+
+def _candidates(lower: str) -> set[int]:
+    found = set(_ALWAYS)
+    n = keywords.MIN_LENGTH
+    for start in {lower[i : i + n] for i in range(len(lower) - n + 1)} & _BY_PREFIX.keys():
+        for index, word in _BY_PREFIX[start]:
+            if index not in found and word in lower:
+                found.add(index)
+    return found
+
+
 def classify(text: str) -> Rule | None:
     if IGNORE.search(text):
         return None
     body = strip_prefix(text)
+    # The body is a suffix of the text: its words are in the text too.
+    candidates = _candidates(text.lower())
     weak = None
-    for rule in RULES:
+    for index in sorted(candidates):  # RULES' order
+        rule = RULES[index]
         if rule.pattern.search(text) or (body is not text and rule.pattern.search(body)):
             if rule.strength == STRONG:
                 return rule

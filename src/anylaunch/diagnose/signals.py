@@ -92,8 +92,18 @@ class Reading:
         return self.meaning.name
 
 
+# Words every pattern below needs one of: most lines hold none and are skipped at once.
+_WORDS_NEEDED = (
+    "exit", "sig", "kill", "bus error", "abort", "segmentation", "terminated",
+    "illegal instruction", "floating point", "code",
+)  # fmt: skip
+
+
 def read(text: str) -> Reading | None:
     """The signal or exit status a log line reports, if any."""
+    lower = text.lower()
+    if not any(word in lower for word in _WORDS_NEEDED):
+        return None
     for pattern in _SIGNAL_PATTERNS:
         match = pattern.search(text)
         if match and int(match.group(1)) in MEANINGS:
