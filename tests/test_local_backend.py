@@ -58,13 +58,13 @@ def test_dry_run_shows_every_node_and_starts_nothing(cli, write, home):
     addrs = {(n["env"]["MASTER_ADDR"], n["env"]["MASTER_PORT"]) for n in nodes}
     assert len(addrs) == 1
     for n in nodes:
-        argv = n["argv"]
-        assert argv[argv.index("--node-rank") + 1] == str(n["node_rank"])
-        assert argv[argv.index("--master-port") + 1] == n["env"]["MASTER_PORT"]
+        # Each node's environment holds its rendezvous; the torchrun line reads it there.
+        assert n["env"]["NODE_RANK"] == str(n["node_rank"]) and n["env"]["NNODES"] == "2"
+        assert n["argv"][:2] == ["bash", "-c"]
         assert (
-            argv[argv.index("--nnodes") + 1] == "2"
-            and argv[argv.index("--nproc-per-node") + 1] == "2"
-        )
+            '--nnodes "$NNODES" --nproc-per-node 2 --node-rank "$NODE_RANK"'
+            ' --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
+        ) in n["argv"][2]
     assert "hf_planted_secret" not in result.out and out["plan"]["secret_env"] == ["HF_TOKEN"]
     assert cli("ps", "--json").json() == []
     new = [p for p in psutil.process_iter() if p.pid not in before]

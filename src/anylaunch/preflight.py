@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from anylaunch.errors import ConfigError, UsageError
+from anylaunch.node import command
 
 if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
@@ -105,7 +106,7 @@ def failed(checks: list[Check]) -> list[Check]:
 
 def _command(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
     if spec.command:
-        return [Check("command", "ok", " ".join(spec.command)[:80])]
+        return [Check("command", "ok", command.display(spec.command)[:80])]
     return [
         Check("command", "fail", "the job has no command", "add 'command:' or pass it after '--'")
     ]

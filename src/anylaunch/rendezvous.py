@@ -31,33 +31,3 @@ class Rendezvous:
         if launcher == "none":
             env["WORLD_SIZE"] = str(self.nnodes)
         return env
-
-    def torchrun_args(self, node_rank: int | str, max_restarts: int = 0) -> list[str]:
-        """torchrun's options for one agent: static rendezvous on the master's port."""
-        return [
-            "--nnodes", str(self.nnodes),
-            "--nproc-per-node", str(self.nproc_per_node),
-            "--node-rank", str(node_rank),
-            "--master-addr", self.master_addr,
-            "--master-port", str(self.master_port),
-            "--max-restarts", str(max_restarts),
-        ]  # fmt: skip
-
-
-_PYTHONS = ("python", "python3")
-
-
-def torchrun_target(command: list[str]) -> list[str]:
-    """What follows torchrun's options: a script, `-m module`, or `--no-python exe`.
-
-    A leading `python` is accepted and dropped (DESIGN: launcher modes), since torchrun
-    starts the interpreter itself.
-    """
-    args = list(command)
-    if args and (args[0] in _PYTHONS or args[0].rsplit("/", 1)[-1].startswith("python3")):
-        args = args[1:]
-    if not args:
-        return args
-    if args[0] == "-m" or args[0].endswith(".py"):
-        return args
-    return ["--no-python", *args]

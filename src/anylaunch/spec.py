@@ -113,7 +113,8 @@ class JobSpec(Strict):
     """What to run. Build one with `anylaunch.load(path)` or directly in Python."""
 
     name: str | None = None
-    command: list[str] = Field(default_factory=list)
+    # A string is a shell line run by bash on each node; a list runs exactly as given.
+    command: str | list[str] = Field(default_factory=list)
     launcher: Launcher = "torchrun"
     nodes: int | None = Field(default=None, ge=1)
     gpus_per_node: int | None = Field(default=None, ge=1)
@@ -154,17 +155,18 @@ class JobSpec(Strict):
 
     @field_validator("command", mode="before")
     @classmethod
-    def _split_command(cls, value: Any) -> Any:
-        # Bounded before splitting: the length check is linear, the split is not.
+    def _command_forms(cls, value: Any) -> Any:
+        # Bounded before reading: the length check is linear, the shell-word check is not.
         if isinstance(value, str):
             check_command_text([value])
         elif isinstance(value, list):
             check_command_text([v for v in value if isinstance(v, str)])
         if isinstance(value, str):
-            try:
-                return shlex.split(value)
+            try:  # bash would refuse it on the node: say so at load
+                shlex.split(value, comments=True)
             except ValueError as exc:
-                raise ValueError(f"cannot split the command: {exc}") from None
+                raise ValueError(f"cannot read the command as a shell line: {exc}") from None
+            return value.strip()
         if isinstance(value, list):  # YAML reads `[true, 1]` as a bool and a number
             return [
                 str(v).lower()

@@ -9,9 +9,11 @@ import subprocess
 import pytest
 
 from anylaunch import config
-from anylaunch.backends.lepton.command import script
 from anylaunch.backends.lepton.names import job_name
 from anylaunch.errors import ConfigError
+from anylaunch.node import rendezvous
+from anylaunch.node.command import Torchrun
+from anylaunch.node.script import NodeScript, render
 
 SECRET = "hf_planted_secret_value_42"
 
@@ -63,7 +65,8 @@ def test_dry_run_json_is_the_exact_post_body_with_secrets_by_reference(lcli, wri
     assert envs["BATCH"]["value"] == "8"
     assert spec["image_pull_secrets"] == ["anylaunch-ngc"]  # NGC_KEY -> pull secret for nvcr.io
     command = spec["container"]["command"]
-    assert command[:2] == ["/bin/bash", "-c"] and "exec dino train -e /tmp/spec.yaml" in command[2]
+    assert command[:2] == ["/bin/bash", "-c"]
+    assert "\ndino train -e /tmp/spec.yaml\nANYLAUNCH_CMD\nexec bash -c" in command[2]
     assert "wget" not in command[2] and "curl" not in command[2]
     assert not (home / "jobs.db").exists() or SECRET.encode() not in (home / "jobs.db").read_bytes()
     assert emulator_jobs(lcli) == 0  # a dry run creates nothing
@@ -86,14 +89,25 @@ def test_submitted_secrets_live_in_the_workspace_not_in_the_store(lcli, write, h
     assert list(emulator.world.secrets.values()) == [SECRET]
 
 
+def script(command, pre=(), post=()) -> str:
+    """A replica's script as the Lepton plan builds it: the translation first."""
+    return render(
+        NodeScript(
+            command=command,
+            launcher="none",
+            torchrun=Torchrun(8),
+            rendezvous=rendezvous.lepton(),
+            pre=pre,
+            post=post,
+        )
+    )
+
+
 def test_arguments_reach_the_program_as_written_after_the_translation(tmp_path):
     text = script(
-        command=["bash", "-c", "for i in 1 2; do echo $i; done; echo $MASTER_ADDR", "it's"],
-        launcher="none",
-        gpus_per_node=8,
+        ["bash", "-c", "for i in 1 2; do echo $i; done; echo $MASTER_ADDR", "it's"],
         pre=["echo pre"],
         post=["echo post rc"],
-        files={},
     )
     env = {
         "PATH": "/usr/bin:/bin",
@@ -109,7 +123,7 @@ def test_arguments_reach_the_program_as_written_after_the_translation(tmp_path):
     fake.chmod(0o755)
     out = subprocess.run(["bash", "-c", text], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["pre", "1", "2", "worker-0.myjob-job-svc", "post rc"]
-    shown = script(command=[str(fake)], launcher="none", gpus_per_node=8, pre=[], post=[], files={})
+    shown = script([str(fake)])
     out = subprocess.run(["bash", "-c", shown], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == (
         "worker-0.myjob-job-svc 29400 3 2 worker-1.myjob-job-svc,worker-2.myjob-job-svc"

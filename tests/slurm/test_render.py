@@ -123,7 +123,7 @@ def test_node_rank_is_derived_inside_each_task_not_in_the_batch_shell(tmp_path):
     script = script_of(tmp_path, "command: python t.py\nnodes: 2\n")
     task = task_part(script)
     assert 'export NODE_RANK="$SLURM_NODEID"' in task
-    assert '--node-rank "$SLURM_NODEID"' in task
+    assert '--node-rank "$NODE_RANK"' in task
     batch_only = script.replace(task, "")
     assert "NODE_RANK" not in batch_only
     assert (
@@ -143,7 +143,8 @@ def test_srun_mode_runs_one_task_per_rank_with_slurm_ranks(tmp_path):
 def test_none_mode_sets_world_size_to_the_node_count(tmp_path):
     script = script_of(tmp_path, "command: ./run.sh\nlauncher: none\nnodes: 3\ngpus_per_node: 8\n")
     assert "export WORLD_SIZE=3" in script and "export NUM_GPU_PER_NODE=8" in script
-    assert "exec ./run.sh" in task_part(script)
+    # A string command is a shell line that bash runs on the node.
+    assert '\n./run.sh\nANYLAUNCH_CMD\nexec bash -c "$ANYLAUNCH_COMMAND"' in task_part(script)
 
 
 def test_secrets_are_named_for_sbatch_export_never_written(tmp_path):

@@ -16,11 +16,12 @@ import yaml
 
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
-from anylaunch.backends.lepton import command as cmd
 from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.backends.lepton.names import job_name, secret_name
 from anylaunch.errors import ConfigError
 from anylaunch.lepton import wire
+from anylaunch.node import command, rendezvous
+from anylaunch.node import script as node_script
 from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
 from anylaunch.storage import manifest
@@ -29,7 +30,6 @@ RECIPE_PATH = "/tmp/anylaunch/recipe.yaml"
 STAGING_DIR = "/tmp/anylaunch"
 RUNTIME_PATH = f"{STAGING_DIR}/{runtime.FILE_NAME}"
 RUNTIME_WORD = shlex.quote(RUNTIME_PATH)
-CONFIG_PLACEHOLDER = "{config}"
 LABEL_JOB_ID = "anylaunch-job-id"
 LABEL_ATTEMPT = "anylaunch-attempt"
 
@@ -46,23 +46,21 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
             fix="add 'image:', e.g. nvcr.io/nvidia/pytorch:25.08-py3",
         )
     nodes, gpus = values["num_nodes"], values["gpus_per_node"]
-    command = list(spec.command)
-    files: dict[str, str] = {}
+    files: list[node_script.File] = []
     # The resume contract: each attempt (an eviction's resubmission too) starts from the
     # newest complete checkpoint on the shared volume.
     folder = resume.checkpoint_dir(spec)
-    setup = [resume.shell(folder, RUNTIME_WORD, image=spec.image)] if folder else []
-    if any(CONFIG_PLACEHOLDER in arg for arg in command):
+    before = [resume.shell(folder, RUNTIME_WORD, image=spec.image)] if folder else []
+    if command.uses_recipe(spec.command):
         recipe = resume.recipe_for_resume(spec.recipe) if folder else spec.recipe
-        files[RECIPE_PATH] = yaml.safe_dump(recipe, sort_keys=False)
-        command = [arg.replace(CONFIG_PLACEHOLDER, RECIPE_PATH) for arg in command]
+        files.append(node_script.File(RECIPE_PATH, yaml.safe_dump(recipe, sort_keys=False)))
         fill = (
             resume.fill_recipe(shlex.quote(RECIPE_PATH), spec.recipe, RUNTIME_WORD)
             if folder
             else ""
         )
-        setup += [fill] if fill else []
-    post = list(spec.hooks.post)
+        before += [fill] if fill else []
+    after: list[str] = []
     # S3 staging inside the job, through the node group's shared volume when there is
     # one: every replica stages in (the cache's locks fetch each object once), worker 0
     # uploads the outputs. The in-job runtime does it; the image needs only python3.
@@ -75,26 +73,34 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     )
     if staging is not None:
         where = f"{STAGING_DIR}/{ctx.job_id}/{manifest.MANIFEST_FILE}"
-        files[where] = staging.model_dump_json(indent=2)
+        files.append(node_script.File(where, staging.model_dump_json(indent=2)))
         stage = runtime.shell(RUNTIME_WORD, "stage", "in", shlex.quote(where))
-        setup.append(f"{stage} || exit $?")
+        before.append(f"{stage} || exit $?")
         if spec.outputs:
             stage = runtime.shell(RUNTIME_WORD, "stage", "out", shlex.quote(where))
-            post.append(
+            after.append(
                 f'if [ "$NODE_RANK" = 0 ]; then {stage} || {{ [ "$rc" = 0 ] && rc=1; }}; fi'
             )
-    if setup:
+    if before:
         # The in-job runtime travels in the command: nothing is downloaded at start.
         first = "resume" if folder else "stage-in"
-        setup.insert(0, runtime.write_shell(RUNTIME_WORD, spec.image, first))
-    script = cmd.script(
-        command=command,
-        launcher=spec.launcher,
-        gpus_per_node=gpus,
-        pre=spec.hooks.pre,
-        post=post,
-        files=files,
-        setup=setup,
+        before.insert(0, runtime.write_shell(RUNTIME_WORD, spec.image, first))
+    script = node_script.render(
+        node_script.NodeScript(
+            command=spec.command,
+            launcher=spec.launcher,
+            torchrun=command.Torchrun(gpus, launcher=("python3", "-m", "torch.distributed.run")),
+            rendezvous=rendezvous.lepton(),
+            # The platform sets every env: value; the script expands those with `$NAME`.
+            env={**spec.public_env(), **section.env_vars},
+            env_references_only=True,
+            files=files,
+            before=before,
+            pre=spec.hooks.pre,
+            post=spec.hooks.post,
+            after=after,
+            config=RECIPE_PATH,
+        )
     )
     secret_env = sorted(k for k in spec.secret_env() if k not in section.secrets)
     body = wire.LeptonJob(

@@ -15,13 +15,14 @@ import yaml
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.errors import ConfigError
+from anylaunch.node import command
+from anylaunch.node import script as node_script
 from anylaunch.plan import Plan, check_runnable
-from anylaunch.rendezvous import Rendezvous, torchrun_target
+from anylaunch.rendezvous import Rendezvous
 from anylaunch.spec import JobSpec
 from anylaunch.storage import manifest
 
 RECIPE_FILE = "recipe.yaml"
-CONFIG_PLACEHOLDER = "{config}"
 
 
 def render(spec: JobSpec, ctx: PlanContext) -> Plan:
@@ -37,30 +38,32 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     )
     job_dir = Path(ctx.job_dir)
     files: dict[str, str] = {}
-    command = list(spec.command)
     checkpoints = resume.checkpoint_dir(spec)
     # With a checkpoint folder, each node's shell finds the newest complete checkpoint
     # (ANYLAUNCH_RESUME_FROM) and writes it into its own copy of the recipe, both through
     # the in-job runtime shipped in the job's directory.
     runtime_path = str(job_dir / runtime.FILE_NAME)
     runtime_word = shlex.quote(runtime_path)
-    setup = [resume.shell(checkpoints, runtime_word)] if checkpoints else []
-    uses_recipe = any(CONFIG_PLACEHOLDER in arg for arg in command)
-    fill = bool(checkpoints and uses_recipe and resume.restore_path(spec.recipe))
-    if uses_recipe:
+    before = [resume.shell(checkpoints, runtime_word)] if checkpoints else []
+    recipe_used = command.uses_recipe(spec.command)
+    fill = bool(checkpoints and recipe_used and resume.restore_path(spec.recipe))
+    if recipe_used:
         recipe = resume.recipe_for_resume(spec.recipe) if fill else spec.recipe
         files[RECIPE_FILE] = yaml.safe_dump(recipe, sort_keys=False)
         if fill:
-            setup.append(f'cp {shlex.quote(str(job_dir / RECIPE_FILE))} "$ANYLAUNCH_RECIPE"')
-            setup.append(resume.fill_recipe('"$ANYLAUNCH_RECIPE"', spec.recipe, runtime_word))
+            before.append(f'cp {shlex.quote(str(job_dir / RECIPE_FILE))} "$ANYLAUNCH_RECIPE"')
+            before.append(resume.fill_recipe('"$ANYLAUNCH_RECIPE"', spec.recipe, runtime_word))
 
     profile = spec.profile if spec.profile and spec.profile.enabled(spec) else None
     nsys_dir = f"{(profile.output_dir if profile and profile.output_dir else str(job_dir))}/nsys"
-    python = values["python"]
+    torchrun = command.Torchrun(
+        nproc_per_node=rdzv.nproc_per_node,
+        launcher=(values["python"], "-m", "torch.distributed.run"),
+        max_restarts=section.max_restarts if section else 0,
+    )
     nodes = []
     for rank in range(rdzv.nnodes):
         env = {
-            **spec.public_env(),
             **rdzv.node_env(rank, spec.launcher),
             "ANYLAUNCH_JOB_ID": ctx.job_id,
             "ANYLAUNCH_JOB_DIR": str(job_dir),
@@ -68,30 +71,29 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         # Each node reads its own copy when it fills in the checkpoint: no two shells
         # rewrite one file.
         recipe_path = str(job_dir / (f"recipe-node-{rank}.yaml" if fill else RECIPE_FILE))
-        if fill:
+        if recipe_used:
             env["ANYLAUNCH_RECIPE"] = recipe_path
-        node_command = [arg.replace(CONFIG_PLACEHOLDER, recipe_path) for arg in command]
-        if spec.launcher == "torchrun":
-            argv = [python, "-m", "torch.distributed.run"]
-            argv += rdzv.torchrun_args(rank, section.max_restarts if section else 0)
-            argv += torchrun_target(node_command)
-        else:
-            argv = node_command
+        wrap: list[str] = []
         if profile is not None:  # R-A6: the whole node's process tree under nsys
             report = f"{nsys_dir}/{ctx.job_id}-node{rank}"
-            argv = [
-                "nsys",
-                "profile",
-                "-o",
-                report,
-                "--force-overwrite=true",
-                *profile.nsys_args,
-                *argv,
-            ]
+            wrap = ["nsys", "profile", "-o", report, "--force-overwrite=true", *profile.nsys_args]
+        text = node_script.render(
+            node_script.NodeScript(
+                command=spec.command,
+                launcher=spec.launcher,
+                torchrun=torchrun,
+                env=spec.public_env(),
+                before=before,
+                pre=spec.hooks.pre,
+                post=spec.hooks.post,
+                config=recipe_path,
+                wrap=wrap,
+            )
+        )
         nodes.append(
             {
                 "node_rank": rank,
-                "argv": _wrap(argv, setup, spec.hooks.pre, spec.hooks.post),
+                "argv": ["bash", "-c", text, f"anylaunch-node-{rank}"],
                 "env": env,
                 "log": str(job_dir / "logs" / f"node-{rank}.log"),
             }
@@ -154,26 +156,14 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def _wrap(argv: list[str], setup: list[str], pre: list[str], post: list[str]) -> list[str]:
-    """The node's shell around the command: resume setup, hooks; its exit status is kept."""
-    if not setup and not pre and not post:
-        return argv
-    lines = [*setup, "set -e", *pre, "set +e"]
-    lines.append('"$@"' if post else 'exec "$@"')
-    if post:
-        lines += ["rc=$?", *post, "exit $rc"]
-    return ["bash", "-c", "\n".join(lines), "anylaunch-node", *argv]
-
-
 def describe(plan: Plan) -> str:
     """The plan as a person reads it: one shell line per node."""
     out = []
     for node in plan.payload["nodes"]:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in node["env"].items())
         out.append(f"# node {node['node_rank']} (log: {node['log']})")
-        out.append(
-            f"cd {shlex.quote(plan.payload['workdir'])} && env {env} {shlex.join(node['argv'])}"
-        )
+        out.append(f"# cd {shlex.quote(plan.payload['workdir'])} && env {env} bash <<script")
+        out.append(node["argv"][2].rstrip("\n"))
     if plan.secret_env:
         out.append(
             f"# secrets passed from the submitting environment: {', '.join(plan.secret_env)}"

@@ -14,16 +14,19 @@ from typing import Any
 
 import yaml
 
-from anylaunch import resume
+from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
-from anylaunch.backends.skypilot import script
 from anylaunch.backends.skypilot.config import Candidate, SkyPilotSection
 from anylaunch.backends.skypilot.validate import line_of
 from anylaunch.errors import ConfigError
+from anylaunch.node import command, rendezvous
+from anylaunch.node import script as node_script
+from anylaunch.node.shell import Sh, Word, var
 from anylaunch.plan import Plan
 from anylaunch.spec import JobSpec
 
 TASK_FILE = "task.yaml"
+RECIPE_ENV = "ANYLAUNCH_RECIPE"
 # A cluster anylaunch names itself is torn down after this many idle minutes.
 DEFAULT_IDLE_MINUTES = 10
 
@@ -38,29 +41,12 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     nproc = section.ranks_per_node() or spec.gpus_per_node or 1
     ckpt_dir = checkpoint_mount_path(spec, section, values.get("workdir"))
 
-    command = list(spec.command)
-    recipe_text = None
-    if any(script.CONFIG_PLACEHOLDER in arg for arg in command):
-        recipe_text = yaml.safe_dump(resume.recipe_for_resume(spec.recipe), sort_keys=False)
-        command = [a.replace(script.CONFIG_PLACEHOLDER, f"${script.RECIPE_ENV}") for a in command]
-    run = script.render(
-        script.RunScript(
-            job_id=ctx.job_id,
-            command=command,
-            launcher=spec.launcher,
-            nproc_per_node=nproc,
-            master_port=section.master_port,
-            checkpoint_dir=ckpt_dir,
-            pre=spec.hooks.pre,
-            post=spec.hooks.post,
-            recipe_text=recipe_text,
-            recipe=spec.recipe,
-        )
-    )
-
     envs = {**spec.public_env(), **section.public_env()}
     if section.hf_home:
         envs.setdefault("HF_HOME", section.hf_home)
+    run = run_script(
+        spec, ctx.job_id, nproc=nproc, port=section.master_port, ckpt_dir=ckpt_dir, env=envs
+    )
     secret_env = sorted(spec.secret_env())
     section_secret_env = sorted(set(section.secret_env()) - set(secret_env))
 
@@ -100,6 +86,62 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         payload=payload,
         files={TASK_FILE: task_yaml(task)},
         secret_env=secret_env,
+    )
+
+
+def run_script(
+    spec: JobSpec,
+    job_id: str,
+    *,
+    nproc: int,
+    port: int,
+    ckpt_dir: str | None,
+    env: dict[str, str],
+) -> str:
+    """The task's `run`: SkyPilot's node variables -> rendezvous, resume, hooks, program."""
+    exports: dict[str, Word] = {}
+    if spec.launcher == "none":
+        exports["WORLD_SIZE"] = var("NNODES")  # TAO convention: number of nodes
+    exports["ANYLAUNCH_JOB_ID"] = job_id
+    # Per node: virtual nodes of one host (the devstack) must not share files.
+    runtime_word = f'"${{TMPDIR:-/tmp}}/anylaunch-{job_id}-node$NODE_RANK/{runtime.FILE_NAME}"'
+    before: list[str] = []
+    resume_step = resume.shell(ckpt_dir, runtime_word)
+    if resume_step:
+        before += [
+            "# resume contract: the newest complete checkpoint (anylaunch.resume)",
+            resume_step,
+        ]
+    files: list[node_script.File] = []
+    if command.uses_recipe(spec.command):
+        # Per node: virtual nodes of one host (the devstack) must not share the file.
+        exports[RECIPE_ENV] = Sh(f'"${{TMPDIR:-/tmp}}/anylaunch-{job_id}-node$NODE_RANK.yaml"')
+        text = yaml.safe_dump(resume.recipe_for_resume(spec.recipe), sort_keys=False)
+        files.append(node_script.File(var(RECIPE_ENV), text))
+        fill = resume.fill_recipe(f'"${RECIPE_ENV}"', spec.recipe, runtime_word)
+        if fill:
+            before.append(fill)
+    if before:
+        # The in-job runtime travels in the run script: nothing is downloaded at start.
+        before.insert(0, runtime.write_shell(runtime_word, None, "resume"))
+    # `/opt/venv/bin/python train.py` runs torchrun under that interpreter (the command's
+    # own absolute python wins); otherwise the image's python.
+    return node_script.render(
+        node_script.NodeScript(
+            command=spec.command,
+            launcher=spec.launcher,
+            torchrun=command.Torchrun(nproc, launcher=("python", "-m", "torch.distributed.run")),
+            rendezvous=rendezvous.skypilot(port, nproc),
+            exports=exports,
+            # SkyPilot sets every env: value; the script expands those with `$NAME`.
+            env=env,
+            env_references_only=True,
+            files=files,
+            before=before,
+            pre=spec.hooks.pre,
+            post=spec.hooks.post,
+            config=var(RECIPE_ENV),
+        )
     )
 
 

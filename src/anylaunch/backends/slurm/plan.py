@@ -13,9 +13,10 @@ import yaml
 
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
-from anylaunch.backends.slurm import script, shell, template
+from anylaunch.backends.slurm import script, template
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.errors import ConfigError
+from anylaunch.node import command, shell
 from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
 from anylaunch.storage import manifest
@@ -63,7 +64,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
     if staging is not None or resume.checkpoint_dir(spec):
         files[runtime.FILE_NAME] = runtime.source()
-    if any(script.CONFIG_PLACEHOLDER in arg for arg in spec.command):
+    if command.uses_recipe(spec.command):
         # With a checkpoint folder the job writes the newest checkpoint into restore_from.path.
         recipe = (
             resume.recipe_for_resume(spec.recipe) if resume.checkpoint_dir(spec) else spec.recipe

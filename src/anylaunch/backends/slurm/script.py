@@ -12,16 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from anylaunch import resume, runtime
-from anylaunch.backends.slurm import shell
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
-from anylaunch.backends.slurm.shell import Sh, Word, concat, export, path, var, word, words
-from anylaunch.rendezvous import Rendezvous, torchrun_target
+from anylaunch.node import command, rendezvous, shell
+from anylaunch.node import script as node_script
+from anylaunch.node.shell import Word, concat, export, path, var, word, words
 from anylaunch.spec import JobSpec
 
 RECIPE_FILE = "recipe.yaml"
 # The in-job runtime (staging, resume) sits in the job's directory on the shared filesystem.
 RUNTIME_WORD = f'"$ANYLAUNCH_JOB_DIR/{runtime.FILE_NAME}"'
-CONFIG_PLACEHOLDER = "{config}"
+CONFIG_PLACEHOLDER = command.CONFIG_PLACEHOLDER
 # Defaults for NCCL that a job file (`env:`) or the submitting environment overrides.
 NCCL_DEFAULTS = {
     "NCCL_DEBUG": "WARN",
@@ -170,16 +170,7 @@ def setup(job: Job) -> list[str]:
     else:
         out.append(export("ANYLAUNCH_JOB_ID", job.job_id))
         out.append(export("ANYLAUNCH_JOB_DIR", job.job_dir))
-    out += [
-        "",
-        "# Rendezvous: the first host of the allocation is the master (R-A3).",
-        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
-        export("MASTER_PORT", str(s.master_port)),
-        export("NNODES", str(job.nodes)),
-        export("NUM_GPU_PER_NODE", str(job.ntasks)),
-        export("NPROC_PER_NODE", str(job.ntasks)),
-        export("WORLD_SIZE", str(job.world_size)),
-    ]
+    out += ["", *rendezvous.slurm_batch(s.master_port, job.nodes, job.ntasks, job.world_size)]
     if job.time_s:
         out.append("# When Slurm will kill the job (epoch seconds), for programs that checkpoint.")
         out.append(f"export ANYLAUNCH_DEADLINE=$(( $(date +%s) + {job.time_s} ))")
@@ -195,9 +186,11 @@ def setup(job: Job) -> list[str]:
     if s.nemo_mount:
         out.append(f"export PYTHONPATH={word(s.nemo_mount.dest)}${{PYTHONPATH:+:$PYTHONPATH}}")
     if user_env:
+        # In the batch shell, so the steps here (stage-in) see them too; `$NAME` in a
+        # value expands on the node, as in the job's command.
         out.append("")
-        out.append("# env: and slurm.env_vars")
-        out += [export(name, value) for name, value in user_env.items()]
+        out.append("# env: and slurm.env_vars (an unset $NAME in a value is empty, not an error)")
+        out += ["set +u", *node_script.env_exports(user_env), "set -u"]
     if secret_names:
         out.append(
             "# Secrets reach the job from the submitting environment (sbatch --export),"
@@ -234,7 +227,7 @@ def _resume(job: Job) -> list[str]:
     folder = resume.checkpoint_dir(job.spec)
     if folder:
         out.append(resume.shell(folder, RUNTIME_WORD))
-        if any(CONFIG_PLACEHOLDER in arg for arg in job.spec.command):
+        if command.uses_recipe(job.spec.command):
             fill = resume.fill_recipe(
                 f'"$ANYLAUNCH_JOB_DIR/{RECIPE_FILE}"', job.spec.recipe, RUNTIME_WORD
             )
@@ -271,72 +264,37 @@ def _log_options() -> list[Word]:
     ]
 
 
-def _program(job: Job) -> list[Word]:
-    """The command of one task, per launcher mode (DESIGN: how the command runs)."""
-    s, spec = job.section, job.spec
-    command = [_config_arg(arg) for arg in spec.command]
-    if job.launcher == "torchrun":
-        launcher: list[Word] = (
-            [s.python, "-m", "torch.distributed.run"] if s.python else ["torchrun"]
-        )
-        rdzv = Rendezvous("$MASTER_ADDR", s.master_port, job.nodes, job.ntasks)
-        args: list[Word] = list(rdzv.torchrun_args("$SLURM_NODEID"))
-        # torchrun_args holds our own "$VAR" strings: expand them on the node.
-        args = [Sh(f'"{a}"') if isinstance(a, str) and a.startswith("$") else a for a in args]
-        return [*launcher, *args, *_torchrun_target(spec.command, command)]
-    if s.python and command and command[0] in ("python", "python3"):
-        command = [s.python, *command[1:]]
-    return command
-
-
-def _torchrun_target(plain: list[str], command: list[Word]) -> list[Word]:
-    """`torchrun_target` (a leading python dropped, `--no-python` for executables) applied
-    to the rendered words, which may hold `{config}` expansions."""
-    target = torchrun_target(plain)
-    no_python = target[:1] == ["--no-python"] and plain[:1] != ["--no-python"]
-    dropped = len(plain) - (len(target) - (1 if no_python else 0))
-    rest = command[dropped:]
-    return ["--no-python", *rest] if no_python else rest
-
-
-def _config_arg(arg: str) -> Word:
-    """`{config}` becomes the recipe file written into the job's directory."""
-    if CONFIG_PLACEHOLDER not in arg:
-        return arg
-    pieces: list[Word] = []
-    for i, part in enumerate(arg.split(CONFIG_PLACEHOLDER)):
-        if i:
-            pieces.append(concat(var("ANYLAUNCH_JOB_DIR"), f"/{RECIPE_FILE}"))
-        pieces.append(part)
-    return concat(*pieces)
+def _command(job: Job) -> str | list[str]:
+    """The job's command; `slurm.python` stands in for a leading `python` of a list."""
+    s, cmd = job.section, job.spec.command
+    if isinstance(cmd, list) and s.python and cmd and cmd[0] in ("python", "python3"):
+        return [s.python, *cmd[1:]]
+    return cmd
 
 
 def task_body(job: Job) -> list[str]:
     """What every task runs: rank variables, pitfall checks, hooks, the program."""
     s, spec = job.section, job.spec
-    out = [
-        'export NODE_RANK="$SLURM_NODEID"',
+    lines = [
+        *rendezvous.slurm_task(job.launcher, job.ntasks),
         'echo "anylaunch: task $SLURM_PROCID, node $SLURM_NODEID of $NNODES on'
         f' $SLURMD_NODENAME (launcher: {job.launcher})" >&2',
     ]
-    if job.launcher == "srun":
-        out.append('export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID"')
-        out.append(export("LOCAL_WORLD_SIZE", str(job.ntasks)))
     if s.time and s.signal:
-        out.append(
+        lines.append(
             f"# {s.signal} before the time limit reaches every process of the step: ignored"
             " unless a rank installs a handler, so torchrun and ranks that do not checkpoint"
             " keep running until the limit."
         )
-        out.append(f"trap '' {s.signal}")
-    out += [
+        lines.append(f"trap '' {s.signal}")
+    lines += [
         'if [ "$SLURM_PROCID" = 0 ] && (exec 3<>"/dev/tcp/127.0.0.1/$MASTER_PORT") 2>/dev/null; then',
         '  echo "anylaunch: MASTER_PORT $MASTER_PORT is already in use on $SLURMD_NODENAME'
         ' — set slurm.master_port to a free port" >&2',
         f"  exit {EXIT_PORT_IN_USE}",
         "fi",
     ]
-    program = _program(job)
+    wrap: list[Word] = []
     if job.nsys:
         out_dir: Word = (
             path(spec.profile.output_dir)
@@ -346,16 +304,24 @@ def task_body(job: Job) -> list[str]:
         report = concat(out_dir, "/nsys/", var("ANYLAUNCH_JOB_ID"), "-", var("SLURM_NODEID"))
         if job.launcher == "srun":
             report = concat(report, "-", var("SLURM_LOCALID"))
-        out.append(f"mkdir -p {word(concat(out_dir, '/nsys'))}")
+        lines.append(f"mkdir -p {word(concat(out_dir, '/nsys'))}")
         nsys_args = spec.profile.nsys_args if spec.profile else []
-        program = ["nsys", "profile", "-o", report, "--force-overwrite=true", *nsys_args, *program]
-    if spec.hooks.pre:
-        out += ["set -e", *spec.hooks.pre, "set +e"]
-    if spec.hooks.post:
-        out += [words(program), "rc=$?", *spec.hooks.post, 'exit "$rc"']
-    else:
-        out.append(f"exec {words(program)}")
-    return out
+        wrap = ["nsys", "profile", "-o", report, "--force-overwrite=true", *nsys_args]
+    launcher: tuple[Word, ...] = (
+        (s.python, "-m", "torch.distributed.run") if s.python else ("torchrun",)
+    )
+    return node_script.lines(
+        node_script.NodeScript(
+            command=_command(job),
+            launcher=job.launcher,
+            torchrun=command.Torchrun(job.ntasks, launcher=launcher),
+            rendezvous=lines,
+            pre=spec.hooks.pre,
+            post=spec.hooks.post,
+            config=concat(var("ANYLAUNCH_JOB_DIR"), f"/{RECIPE_FILE}"),
+            wrap=wrap,
+        )
+    )
 
 
 def launch(job: Job) -> list[str]:
@@ -383,8 +349,10 @@ def launch(job: Job) -> list[str]:
             for i, mount in enumerate(mounts):
                 joined += ([","] if i else []) + [mount]
             srun.append(concat(*joined))
-        if s.workdir:
-            srun.append(concat("--container-workdir=", job.workdir))
+        # The job's working folder is mounted and is the container's working directory,
+        # so relative paths (a recipe's `checkpoint_dir: checkpoints/`) land on shared
+        # storage, where the resume step looks, not in the container's throwaway layer.
+        srun.append(concat("--container-workdir=", job.workdir))
     out = [
         f"# The program of every task (launcher: {job.launcher}).",
         f"read -r -d '' ANYLAUNCH_TASK <<'{tag}' || true",
@@ -430,4 +398,7 @@ def _container_mounts(job: Job) -> list[Word]:
         mounts.append(concat(path(s.hf_home), ":", path(s.hf_home)))
     # The job's directory: the recipe file and nsys reports live there.
     mounts.append(concat(var("ANYLAUNCH_JOB_DIR"), ":", var("ANYLAUNCH_JOB_DIR")))
+    dests = {m.dest for m in [*s.extra_mounts, *spec.mounts]} | {job.job_dir}
+    if job.workdir not in dests:
+        mounts.append(concat(path(job.workdir), ":", path(job.workdir)))
     return mounts

@@ -1,4 +1,4 @@
-"""Shell words for the sbatch script: every user value quoted, shell expressions marked.
+"""Shell words for node scripts: every user value quoted, shell expressions marked.
 
 A script mixes literal values from the job file (quoted with shlex.quote, so a job name
 such as `'; rm -rf ~` stays text) with expressions that must expand on the node
@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# `$NAME` and `${NAME}`: the only shell syntax an env value keeps.
+_REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,41 @@ def heredoc_tag(body: str, base: str = "ANYLAUNCH_TASK") -> str:
         n += 1
         tag = f"{base}_{n}"
     return tag
+
+
+def write_file(target: Word, text: str) -> str:
+    """`cat > FILE` from a quoted heredoc: the text arrives byte for byte, nothing expands."""
+    tag = heredoc_tag(text, "ANYLAUNCH_EOF")
+    return f"cat > {word(target)} <<'{tag}'\n{text.rstrip(chr(10))}\n{tag}"
+
+
+def read_into(name: str, text: str, base: str) -> list[str]:
+    """Lines that set the shell variable `name` to `text` verbatim (a quoted heredoc)."""
+    tag = heredoc_tag(text, base)
+    return [f"read -r -d '' {name} <<'{tag}' || true", text.rstrip("\n"), tag]
+
+
+def has_reference(value: str) -> bool:
+    return bool(_REFERENCE.search(value))
+
+
+def env_value(value: str) -> Sh:
+    """An `env:` value as one word in which `$NAME` and `${NAME}` expand on the node.
+
+    Nothing else in it is shell code: `$(...)`, backticks, `$((...))`, quotes, `\\`, `*`
+    and `;` stay text, as in a Dockerfile's ENV.
+    """
+    if not has_reference(value):
+        return Sh(shlex.quote(value))
+    out, last = ['"'], 0
+    for match in _REFERENCE.finditer(value):
+        out.append(_in_double_quotes(value[last : match.start()]))
+        out.append(match.group(0))
+        last = match.end()
+    out.append(_in_double_quotes(value[last:]))
+    out.append('"')
+    return Sh("".join(out))
+
+
+def _in_double_quotes(text: str) -> str:
+    return "".join("\\" + c if c in '\\"$`' else c for c in text)
