@@ -10,10 +10,11 @@ from lepton_helpers import PROGRAMS, ROOT, wait_until
 from anylaunch.lepton import LeptonSDK
 
 DEMO = f"{ROOT}/examples/ddp_demo.py --steps 5 --checkpoint-dir {{ckpt}}"
-# The seed's raw torchrun line for non-TAO containers, run by the node's shell.
+# The raw torchrun line written for non-TAO containers: a string command is a shell line,
+# so the node's shell expands the rendezvous variables.
 RAW_TORCHRUN = (
-    "bash -c 'torchrun --nnodes=$$NNODES --nproc-per-node=2 --node-rank=$$NODE_RANK"
-    " --master-addr=$$MASTER_ADDR --master-port=$$MASTER_PORT " + DEMO + "'"
+    "torchrun --nnodes=$NNODES --nproc-per-node=2 --node-rank=$NODE_RANK"
+    " --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT " + DEMO
 )
 
 

@@ -106,7 +106,7 @@ def _hostile_job(tmp_path: Path, backend: str) -> tuple[Path, Path, Path]:
     dumper.write_text(
         "import json, os, sys\n"
         f"json.dump({{'argv': sys.argv[1:], 'env': os.environ.get('NASTY'),"
-        f" 'cwd': os.getcwd()}}, open({str(out)!r}, 'w'))\n"
+        f" 'home': os.environ.get('HOME'), 'cwd': os.getcwd()}}, open({str(out)!r}, 'w'))\n"
     )
     job = {
         "name": "n$(touch PWNED);`x`",
@@ -123,7 +123,9 @@ def _hostile_job(tmp_path: Path, backend: str) -> tuple[Path, Path, Path]:
 def _check_received(out: Path, workdir: Path, tmp_path: Path) -> None:
     got = json.loads(out.read_text())
     assert got["argv"] == [NASTY, "--flag=$(touch PWNED)", "*"]
-    assert got["env"] == NASTY
+    # An env value is expanded on the node for `$NAME` / `${NAME}` only (`${HOME}` here);
+    # command substitution, backticks and every other metacharacter stay literal.
+    assert got["env"] == NASTY.replace("${HOME}", got["home"])
     assert os.path.realpath(got["cwd"]) == os.path.realpath(workdir)
     assert not list(tmp_path.rglob("PWNED")) and not Path("PWNED").exists()
 

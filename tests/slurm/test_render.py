@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 
 import pytest
@@ -423,3 +424,25 @@ def test_status_lists_the_nsys_reports_a_profiled_job_wrote(cli, write, home):
         str(job_dir / "nsys" / f"{plan.job_id}-{n}.nsys-rep") for n in (0, 1)
     ]
     assert f"report  {job_dir}/nsys/{plan.job_id}-1.nsys-rep" in cli("status", plan.job_id).out
+
+
+def test_a_container_works_in_the_jobs_folder_so_relative_checkpoints_stay_shared(tmp_path):
+    """With a container, the job's working directory is mounted and is the container's
+    working directory: `checkpoints/` lands where the batch shell's resume step looks."""
+    workdir = tmp_path / "runs dir $(x)"
+    text = (
+        "command: python -m trainer -c {config}\n"
+        "checkpoint: {checkpoint_dir: checkpoints/}\n"
+        f"slurm: {{container_image: 'nvcr.io/nvidia/nemo:dev', workdir: '{workdir}'}}\n"
+    )
+    script = script_of(tmp_path, text)
+    quoted = shlex.quote(str(workdir))
+    assert f"#SBATCH --chdir={quoted}" in script
+    srun = next(line for line in script.splitlines() if line.startswith("srun "))
+    assert f"--container-workdir={quoted}" in srun
+    assert (
+        f'--container-mounts="$ANYLAUNCH_JOB_DIR":"$ANYLAUNCH_JOB_DIR",{quoted}:{quoted} ' in srun
+    )
+    # The resume step runs in the batch shell, whose working directory is the same folder.
+    assert "checkpoints" in script.split("# The program of every task", 1)[0]
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0

@@ -9,6 +9,8 @@ once in the batch shell runs on the first node only and is wrong everywhere else
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
 
 from anylaunch import resume, runtime
@@ -264,10 +266,17 @@ def _log_options() -> list[Word]:
     ]
 
 
+_LEADING_PYTHON = re.compile(r"\A\s*python3?(?=\s|\Z)")
+
+
 def _command(job: Job) -> str | list[str]:
-    """The job's command; `slurm.python` stands in for a leading `python` of a list."""
+    """The job's command; `slurm.python` stands in for a leading `python` in either form."""
     s, cmd = job.section, job.spec.command
-    if isinstance(cmd, list) and s.python and cmd and cmd[0] in ("python", "python3"):
+    if not s.python:
+        return cmd
+    if isinstance(cmd, str):
+        return _LEADING_PYTHON.sub(lambda _: shlex.quote(s.python or ""), cmd, count=1)
+    if cmd and cmd[0] in ("python", "python3"):
         return [s.python, *cmd[1:]]
     return cmd
 
