@@ -407,7 +407,9 @@ def _container_mounts(job: Job) -> list[Word]:
         mounts.append(concat(path(s.hf_home), ":", path(s.hf_home)))
     # The job's directory: the recipe file and nsys reports live there.
     mounts.append(concat(var("ANYLAUNCH_JOB_DIR"), ":", var("ANYLAUNCH_JOB_DIR")))
-    dests = {m.dest for m in [*s.extra_mounts, *spec.mounts]} | {job.job_dir}
+    # The job's working directory, unless a mount above already puts it there.
+    mounted = [*s.extra_mounts, *([s.nemo_mount] if s.nemo_mount else []), *spec.mounts]
+    dests = {str(m.dest) for m in mounted} | {job.job_dir, s.hf_home}
     if job.workdir not in dests:
         mounts.append(concat(path(job.workdir), ":", path(job.workdir)))
     return mounts
