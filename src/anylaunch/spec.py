@@ -7,7 +7,6 @@ their own models; routing picks one of them. Sizes have a neutral spelling (`nod
 
 from __future__ import annotations
 
-import shlex
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -20,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from anylaunch import shellwords
 from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.backends.local.config import LocalSection
 from anylaunch.backends.skypilot.config import SkyPilotSection
@@ -156,14 +156,14 @@ class JobSpec(Strict):
     @field_validator("command", mode="before")
     @classmethod
     def _command_forms(cls, value: Any) -> Any:
-        # Bounded before reading: the length check is linear, the shell-word check is not.
+        # Bounded before reading, and read in linear time (shlex is quadratic per word).
         if isinstance(value, str):
             check_command_text([value])
         elif isinstance(value, list):
             check_command_text([v for v in value if isinstance(v, str)])
         if isinstance(value, str):
             try:  # bash would refuse it on the node: say so at load
-                shlex.split(value, comments=True)
+                shellwords.split(value, comments=True)
             except ValueError as exc:
                 raise ValueError(f"cannot read the command as a shell line: {exc}") from None
             return value.strip()

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks
 
 from anylaunch import limits
@@ -98,3 +100,32 @@ def test_a_command_at_the_limit_is_accepted(tmp_path: Path, home: Path) -> None:
     word = "x" * (limits.MAX_COMMAND_BYTES - 10)
     done, _ = _run(f"command: [echo, {word}]\nlauncher: none\n", tmp_path, home, "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(" \t\r\n\x0b'\"\\ab#$|;&()<>*\u00e9\x00", max_size=40), st.booleans())
+def test_command_lines_split_as_shlex_does(line: str, comments: bool) -> None:
+    """The linear splitter gives shlex.split's words, and its errors, for any line."""
+    import shlex
+
+    from anylaunch import shellwords
+
+    def words(split):
+        try:
+            return split(line, comments=comments)
+        except ValueError as exc:
+            return ("error", str(exc))
+
+    assert words(shellwords.split) == words(shlex.split)
+
+
+def test_a_long_word_at_the_limit_splits_whole(tmp_path: Path, home: Path) -> None:
+    """A 128 KiB word: shlex copied it once per character while checking the line; it
+    loads now (the test's generous timeout is the only clock)."""
+    word = "y" * (limits.MAX_COMMAND_BYTES - 10)
+    done, took = _run(
+        f'command: "echo {word}"\nlauncher: none\n', tmp_path, home, "--dry-run", "--json"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["backend"] == "local"
+    print(f"a {len(word)}-byte word loaded and planned in {took:.2f}s")
