@@ -12,9 +12,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from anylaunch import pending
+from anylaunch import pending, reach
 from anylaunch.backends.base import Backend, get_backend
 from anylaunch.errors import AnylaunchError, BackendError, SubmitOutcomeUnknown
+from anylaunch.reach import Unreachable
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
 
@@ -212,7 +213,16 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
             for job in orphans:  # adopted (a native id now) or settled: poll what is stored
                 vars(job).update(vars(store.get(job.id)))
             jobs = [j for j in jobs if not j.state.terminal]
-        observed = impl.poll(jobs)
+        try:
+            observed = impl.poll(jobs)
+        except Unreachable as exc:
+            observed = exc.observed
+            note = reach.down(store.root, backend, exc.message)
+            for job in jobs:
+                if job.id not in observed:
+                    job.stale = note
+        else:
+            reach.up(store.root, backend)
         seen_now: dict[str, tuple[State, int | None, str | None]] = {}
         for job in jobs:
             seen = observed.get(job.id)
@@ -299,7 +309,9 @@ class Job:
         record = self._reload()
         if not record.state.terminal:
             refresh([record], self._store)
+            stale = record.stale
             record = self._reload()
+            record.stale = stale
         return record.state
 
     def wait(self, timeout: float | None = None, poll_interval: float = 0.5) -> State:

@@ -295,6 +295,15 @@ def status(job_id: str, as_json: bool) -> None:
         return
     from anylaunch.tables import job_detail
 
+    stale = None
+    if not _state(summary["state"]).terminal:
+        from anylaunch.reach import note
+        from anylaunch.store import Store
+
+        stale = note(Store().root, summary["backend"])
+    if stale:
+        click.echo(f"anylaunch: {stale}", err=True)
+        summary = {**summary, "state": f"{summary['state']} (stale)"}
     job_detail(summary)
     for report in summary.get("reports", []):
         click.echo(f"    report  {report}")

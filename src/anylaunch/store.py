@@ -128,6 +128,9 @@ class JobRecord:
     created_at: float = 0.0
     updated_at: float = 0.0
     cancel_requested_at: float | None = None
+    # Not stored: set by a poll whose backend did not answer, the line saying so; the
+    # state shown is then the last known one.
+    stale: str | None = field(default=None, compare=False)
 
     def summary(self) -> dict[str, Any]:
         """The stable `--json` shape of a job (contract: id, state, backend, native_id, exit_code)."""

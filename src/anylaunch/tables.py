@@ -43,7 +43,7 @@ def jobs_table(records: Sequence[JobRecord]) -> None:
             r.name if len(r.name) <= 32 else r.name[:31] + "…",
             f"{r.run_id}/{r.split_id}" if r.run_id else "",
             r.backend,
-            r.state.value,
+            f"{r.state.value} (stale)" if r.stale else r.state.value,
             "" if r.exit_code is None else str(r.exit_code),
             r.native_id or "",
             age(now - r.created_at),
@@ -51,6 +51,8 @@ def jobs_table(records: Sequence[JobRecord]) -> None:
         )
         for r in records
     ]
+    for note in dict.fromkeys(r.stale for r in records if r.stale):
+        click.echo(f"anylaunch: {note}", err=True)
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
     color = sys.stdout.isatty()
     click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)) + "  DETAIL")

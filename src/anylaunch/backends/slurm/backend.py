@@ -19,6 +19,7 @@ from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.plan import Plan, secret_values
 from anylaunch.preflight import Check
+from anylaunch.reach import Unreachable
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
@@ -161,10 +162,13 @@ class SlurmBackend:
         }
         if not by_native:
             return seen
+        deadline = time.monotonic() + commands.POLL_DEADLINE_S
+        silent: str | None = None
         try:
-            queue = commands.squeue(list(by_native))
-        except BackendError:
+            queue = commands.squeue(list(by_native), timeout=commands.POLL_DEADLINE_S)
+        except BackendError as exc:
             queue = {}  # slurmctld unreachable: accounting may still answer
+            silent = exc.message
         for native, row in queue.items():
             job = by_native.get(native)
             if job is not None:
@@ -172,13 +176,17 @@ class SlurmBackend:
         forgotten = [native for native in by_native if native not in queue]
         if forgotten:
             try:
-                acct = commands.sacct(forgotten)
+                # With slurmctld silent, accounting gets only what is left of the deadline.
+                wait = commands.TIMEOUT_S if silent is None else deadline - time.monotonic()
+                acct = commands.sacct(forgotten, timeout=max(0.5, wait))
             except BackendError:
                 acct = {}
             for native in forgotten:
                 row = acct.get(native)
                 if row is not None:
                     seen[by_native[native].id] = _observe(row, by_native[native])
+        if silent is not None:
+            raise Unreachable(silent, observed=seen)
         return seen
 
     def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:

@@ -21,6 +21,10 @@ from anylaunch.errors import BackendError
 
 CALLS: Counter[str] = Counter()  # tool name -> calls made by this process
 TIMEOUT_S = 60
+# A poll waits this long for squeue, then shows the last known states as stale. squeue
+# itself retries a refused connection for MessageTimeout-ish seconds (18 s with the
+# defaults) before it gives up, and `ps` must not hang on a controller that is down.
+POLL_DEADLINE_S = 1.0
 
 _SQUEUE_FIELDS = ("JobID", "ArrayJobID", "ArrayTaskID", "State", "exit_code", "Reason")
 
@@ -41,6 +45,7 @@ def run(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     check: bool = True,
+    timeout: float = TIMEOUT_S,
 ) -> subprocess.CompletedProcess[str]:
     tool = argv[0]
     CALLS[tool] += 1
@@ -57,12 +62,12 @@ def run(
             text=True,
             env=dict(env) if env is not None else None,
             cwd=cwd,
-            timeout=TIMEOUT_S,
+            timeout=timeout,
             check=False,
         )
     except subprocess.TimeoutExpired:
         raise NoAnswer(
-            f"{tool} did not answer in {TIMEOUT_S}s — is slurmctld up? (scontrol ping)",
+            f"{tool} did not answer in {timeout:g}s — is slurmctld up? (scontrol ping)",
             code="SLURM_UNAVAILABLE",
         ) from None
     if check and proc.returncode != 0:
@@ -84,7 +89,7 @@ def parse_job_id(stdout: str) -> str:
     raise BackendError(f"sbatch printed no job id: {stdout.strip()!r}", code="SLURM")
 
 
-def squeue(native_ids: Sequence[str]) -> dict[str, Row]:
+def squeue(native_ids: Sequence[str], *, timeout: float = TIMEOUT_S) -> dict[str, Row]:
     """Every listed job that slurmctld still knows (finished ones for MinJobAge), one call."""
     if not native_ids:
         return {}
@@ -92,7 +97,7 @@ def squeue(native_ids: Sequence[str]) -> dict[str, Row]:
     proc = run(
         ["squeue", "--noheader", "--array", "--states=all", "--jobs", ",".join(native_ids),
          "--Format", fields],
-        check=False,
+        check=False, timeout=timeout,
     )  # fmt: skip
     if proc.returncode != 0:
         if "Invalid job id" in proc.stderr:
@@ -110,14 +115,14 @@ def squeue(native_ids: Sequence[str]) -> dict[str, Row]:
     return rows
 
 
-def sacct(native_ids: Sequence[str]) -> dict[str, Row]:
+def sacct(native_ids: Sequence[str], *, timeout: float = TIMEOUT_S) -> dict[str, Row]:
     """The accounting record of each listed job (the newest run of a requeued one)."""
     if not native_ids:
         return {}
     proc = run(
         ["sacct", "--noheader", "--parsable2", "--allocations", "--jobs", ",".join(native_ids),
          "--format", "JobID,State,ExitCode"],
-        check=False,
+        check=False, timeout=timeout,
     )  # fmt: skip
     if proc.returncode != 0:
         raise BackendError(f"sacct failed: {' '.join(proc.stderr.split())}", code="SLURM")
