@@ -27,18 +27,14 @@ def dead_conf(devstack, tmp_path) -> str:
     """The devstack's slurm.conf with its controller and accounting on closed ports."""
     text = Path(devstack["SLURM_CONF"]).read_text()
     text = re.sub(r"(?m)^SlurmctldPort=.*$", f"SlurmctldPort={closed_port()}", text)
-    text = re.sub(
-        r"(?m)^AccountingStoragePort=.*$", f"AccountingStoragePort={closed_port()}", text
-    )
+    text = re.sub(r"(?m)^AccountingStoragePort=.*$", f"AccountingStoragePort={closed_port()}", text)
     path = tmp_path / "dead" / "slurm.conf"
     path.parent.mkdir()
     path.write_text(text)
     return str(path)
 
 
-def test_a_silent_controller_shows_last_known_states_marked_stale(
-    cli, devstack, dead_conf, write
-):
+def test_a_silent_controller_shows_last_known_states_marked_stale(cli, devstack, dead_conf, write):
     live = {"SLURM_CONF": devstack["SLURM_CONF"]}
     dead = {"SLURM_CONF": dead_conf}
     path = write("name: stale-demo\nlauncher: none\ncommand: sleep 300\n")
