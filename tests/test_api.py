@@ -43,5 +43,7 @@ def test_command_override_and_plan_without_side_effects(home, write):
     )
     plan = anylaunch.dry_run(spec)
     argv = plan.payload["nodes"][0]["argv"]
-    assert argv[-2:] == ["-m", "pkg.train"] and "--no-python" not in argv
+    # `run -- ARGS` is the exec form: torchrun gets the module, its python dropped.
+    assert argv[:2] == ["bash", "-c"] and "--no-python" not in argv[2]
+    assert argv[2].rstrip().endswith("--max-restarts 0 -m pkg.train")
     assert anylaunch.jobs() == []

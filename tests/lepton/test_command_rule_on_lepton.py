@@ -60,7 +60,9 @@ def test_a_list_is_literal_and_a_string_expands_on_the_replica(lcli, write, tmp_
     show = f"{PY} {PROGRAMS / 'show_argv.py'}"
     path = write(
         f"image: python:3.11\nlauncher: none\nnodes: 2\nlepton: {{}}\n"
-        f"env: {{WHERE: 'rank-$NODE_RANK-of-$NNODES', RAW: '$$(touch PWNED)'}}\n"
+        # PATH names itself: the replica's own PATH, extended (`tr` is found through it).
+        f"env: {{WHERE: 'rank-$NODE_RANK-of-$NNODES', RAW: '$$(touch PWNED)',"
+        " PATH: '/opt/none/bin:$PATH'}\n"
         f'command: {show} $NODE_RANK "$WHERE" "$RAW" | tr a-z A-Z\n',
         "string.yaml",
     )

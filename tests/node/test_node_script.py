@@ -199,3 +199,12 @@ def test_secrets_come_from_the_environment_and_are_never_written(tmp_path):
     done = run(node, tmp_path, HF_TOKEN="s3cr3t $(touch PWNED)")
     assert done.stdout == "token=s3cr3t $(touch PWNED)\n"
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_value_naming_itself_extends_what_the_node_had(tmp_path):
+    node = NodeScript(
+        command='echo "$PATH"', launcher="none", env={"PATH": "/opt/x/bin:$PATH", "A": "1"},
+        env_references_only=True,
+    )  # fmt: skip
+    assert "export A=" not in render(node)
+    assert run(node, tmp_path).stdout == f"/opt/x/bin:{tmp_path}/bin:/usr/bin:/bin\n"

@@ -9,6 +9,7 @@ boundary is tested in test_render.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -154,3 +155,52 @@ def test_two_nodes_get_their_ranks_and_the_head_as_master(skycli, cluster, tmp_p
     everything = skycli("logs", job["id"]).out
     assert "[node 0] rank=0 nnodes=2" in everything
     assert {"host=n1", "host=n2"} <= set(re.findall(r"host=n\d", everything))
+
+
+@pytest.mark.slow
+def test_the_raw_torchrun_line_runs_two_nodes_and_a_list_stays_literal(skycli, cluster, tmp_path):
+    """The command rule through SkyPilot: the raw torchrun line expands on each node (the
+    env value `$PATH` too), and a list reaches the program word for word."""
+    gloo = Path(__file__).resolve().parents[1] / "programs" / "gloo_world.py"
+    raw = (
+        "torchrun --nnodes=$NNODES --nproc-per-node=2 --node-rank=$NODE_RANK"
+        f" --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT {gloo}"
+    )
+    path = job_file(
+        tmp_path / "raw.yaml",
+        cluster,
+        f"""
+        name: sky-raw
+        command: {raw}
+        launcher: none
+        nodes: 2
+        env:
+          PATH: {Path(sys.executable).parent}:$PATH
+          OMP_NUM_THREADS: 1
+        """,
+    )
+    dry = skycli("run", str(path), "--dry-run")
+    assert dry.rc == 0, dry.err
+    assert raw in dry.out and "'--node-rank=$NODE_RANK'" not in dry.out
+    result = skycli("run", str(path), "--json")
+    assert result.rc == 0, result.err + result.out
+    job = result.json()
+    assert job["state"] == "SUCCEEDED", job
+    logs = skycli("logs", job["id"]).out
+    found = set(re.findall(r"\[node (\d)\] rank (\d) node (\d) local \d world size 4 sum 4", logs))
+    assert found == {("0", "0", "0"), ("0", "1", "0"), ("1", "2", "1"), ("1", "3", "1")}, logs
+
+    marker = tmp_path / "PWNED"
+    show = Path(__file__).resolve().parents[1] / "programs" / "show_argv.py"
+    literal = [sys.executable, str(show), f"$(touch {marker})", "$HOME", "`id`"]
+    listed = tmp_path / "list.yaml"
+    listed.write_text(
+        path.read_text()
+        .replace(f"command: {raw}", f"command: {json.dumps(literal).replace('$', '$$')}")
+        .replace("name: sky-raw", "name: sky-list")
+    )
+    result = skycli("run", str(listed), "--json")
+    assert result.rc == 0, result.err + result.out
+    assert result.json()["state"] == "SUCCEEDED"
+    assert f"[node 1] ARGV {json.dumps(literal[2:])}" in skycli("logs", result.json()["id"]).out
+    assert not marker.exists()

@@ -46,7 +46,7 @@ class NodeScript:
     exports: Mapping[str, Word] = field(default_factory=dict)
     # The job's env: values; `$NAME` and `${NAME}` in them expand on the node.
     env: Mapping[str, str] = field(default_factory=dict)
-    # Only the values that hold a `$NAME`: the platform already sets the others.
+    # Export only the values that hold a `$NAME`: the platform sets the others.
     env_references_only: bool = False
     files: Sequence[File] = ()
     # In-job steps before the hooks (writing the runtime, stage-in, resume), shell lines.

@@ -22,6 +22,7 @@ from anylaunch.errors import ConfigError
 from anylaunch.lepton import wire
 from anylaunch.node import command, rendezvous
 from anylaunch.node import script as node_script
+from anylaunch.node.shell import has_reference
 from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
 from anylaunch.storage import manifest
@@ -91,7 +92,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
             launcher=spec.launcher,
             torchrun=command.Torchrun(gpus, launcher=("python3", "-m", "torch.distributed.run")),
             rendezvous=rendezvous.lepton(),
-            # The platform sets every env: value; the script expands those with `$NAME`.
+            # The platform sets the env: values without `$NAME`; the script exports the rest.
             env={**spec.public_env(), **section.env_vars},
             env_references_only=True,
             files=files,
@@ -164,7 +165,9 @@ def _envs(
     if spec.outputs:
         plain["ANYLAUNCH_OUTPUTS"] = json.dumps(spec.outputs, sort_keys=True)
     _check_uris(spec)
-    envs = [wire.EnvVar(name=k, value=v) for k, v in plain.items()]
+    # A value that names a variable is exported by the script alone: in the container's
+    # environment too, `PATH: /x:$PATH` would be literal text and expand to itself.
+    envs = [wire.EnvVar(name=k, value=v) for k, v in plain.items() if not has_reference(v)]
     refs = {k: secret_name(job_id, k) for k in secret_env}
     refs.update(section.secrets)
     envs += [

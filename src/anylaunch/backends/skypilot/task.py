@@ -21,7 +21,7 @@ from anylaunch.backends.skypilot.validate import line_of
 from anylaunch.errors import ConfigError
 from anylaunch.node import command, rendezvous
 from anylaunch.node import script as node_script
-from anylaunch.node.shell import Sh, Word, var
+from anylaunch.node.shell import Sh, Word, has_reference, var
 from anylaunch.plan import Plan
 from anylaunch.spec import JobSpec
 
@@ -57,8 +57,11 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     task["resources"] = resources(
         spec, section, managed=managed, cluster_named=bool(section.cluster_name)
     )
-    if envs:
-        task["envs"] = envs
+    # A value that names a variable is set by the run script alone: given to SkyPilot as
+    # well, `PATH: /x:$PATH` would arrive as literal text and expand to itself.
+    fixed = {k: v for k, v in envs.items() if not has_reference(v)}
+    if fixed:
+        task["envs"] = fixed
     if secret_env or section_secret_env:
         # Null values are SkyPilot's "secret by reference": filled in at submit only.
         task["secrets"] = {k: None for k in sorted({*secret_env, *section_secret_env})}
@@ -133,7 +136,7 @@ def run_script(
             torchrun=command.Torchrun(nproc, launcher=("python", "-m", "torch.distributed.run")),
             rendezvous=rendezvous.skypilot(port, nproc),
             exports=exports,
-            # SkyPilot sets every env: value; the script expands those with `$NAME`.
+            # SkyPilot sets the env: values without `$NAME`; the script exports the rest.
             env=env,
             env_references_only=True,
             files=files,
