@@ -17,11 +17,13 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from anylaunch import shellwords
 from anylaunch.node.shell import Sh, Word, concat, read_into, var, word, words
 
 CONFIG_PLACEHOLDER = "{config}"  # in the command: the recipe file on the node
 COMMAND_VAR = "ANYLAUNCH_COMMAND"
 _PYTHON = re.compile(r"(?:.*/)?python[0-9.]*")
+_SHORT = 8192  # longer lines with shell operators go to bash unexamined
 _FIRST_WORD = re.compile(r"\s*(\S+)(?:\s+(.*))?\Z", re.S)
 
 
@@ -109,7 +111,7 @@ def python_script(line: str) -> tuple[str | None, str] | None:
     if "\n" in line.strip() or _has_operator(line):
         return None
     try:
-        parts = shlex.split(line)
+        parts = shellwords.split(line)
     except ValueError:
         return None
     match = _FIRST_WORD.match(line)
@@ -126,6 +128,10 @@ def python_script(line: str) -> tuple[str | None, str] | None:
 
 
 def _has_operator(line: str) -> bool:
+    if not set(line) & set("();<>|&`"):
+        return False
+    if len(line) > _SHORT:
+        return True  # shlex reads in quadratic time; bash -c runs any line correctly
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:
