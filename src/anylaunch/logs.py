@@ -31,7 +31,9 @@ def follow(
     seen: dict[int, int] = {}  # node -> bytes consumed, always at a line start
     first = True
     while True:
-        terminal = job.status().terminal  # state first: lines written before it are read below
+        # State first: lines written before it are read below. A job UNKNOWN for good
+        # (its local supervisor died) writes no more lines either.
+        terminal = job.status().terminal or job.settled_unknown()
         sources = list(backend.logs(job.record, node))
         prefix = len(sources) > 1
         for source in sources:

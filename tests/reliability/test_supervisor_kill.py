@@ -138,3 +138,34 @@ def test_a_poll_after_a_supervisor_kill_ends_the_escaped_processes_and_reports_u
     events = [e["state"] for e in Store(home).events(job["id"])]
     assert "FAILED" not in events
     assert store_problems(home / "jobs.db") == []
+
+
+def test_an_attached_run_whose_supervisor_is_killed_ends_unknown_instead_of_waiting_forever(
+    home: Path, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"launcher: none\nnodes: 2\ncommand: [bash, -c, 'touch {marks}/$NODE_RANK; sleep 600']\n"
+    )
+    attached = subprocess.Popen(
+        [PY, "-m", "anylaunch", "run", str(job), "--no-preflight"],
+        env=cli_env(home),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: len(Store(home).list(limit=None)) == 1, timeout=120, what="the job")
+        job_id = Store(home).list(limit=None)[0].id
+        wait_until(lambda: Store(home).get(job_id).native_id, timeout=60, what="its supervisor")
+        _kill_supervisor(home, {"id": job_id}, tmp_path, ranks=2)
+        out, err = attached.communicate(timeout=180)
+    finally:
+        attached.kill()
+    count_tracebacks(out, err)
+    assert attached.returncode == 1, err
+    assert f"job {job_id} UNKNOWN" in err
+    assert job_processes(job_id) == []
