@@ -71,6 +71,14 @@ def main() -> None:
         say(f"saved checkpoint {ckpt} at step {step}")
     dist.barrier()
     dist.destroy_process_group()
+    # Gloo's threads (pt_gloo_runloop, gloo_tcp_loop) outlive destroy_process_group. If
+    # the interpreter then finalizes while they run, one that needs the GIL is torn down
+    # mid-call and the rank aborts ("terminate called without an active exception")
+    # after its work is done. Every rank has passed the last barrier here and the
+    # checkpoint is saved: end the process without interpreter finalization.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
