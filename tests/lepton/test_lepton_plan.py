@@ -76,7 +76,9 @@ def emulator_jobs(lcli) -> int:
     return len(json.loads(lcli("ps", "--json").out))
 
 
-def test_submitted_secrets_live_in_the_workspace_not_in_the_store(lcli, write, home, emulator):
+def test_secrets_go_through_the_workspace_and_are_deleted_when_the_job_ends(
+    lcli, write, home, emulator
+):
     path = write(
         "image: python:3.11\ncommand: bash -c 'echo token=$HF_TOKEN'\nlauncher: none\n"
         "env:\n  HF_TOKEN: ${HF_TOKEN}\nlepton:\n  resource_shape: cpu.small\n"
@@ -86,7 +88,11 @@ def test_submitted_secrets_live_in_the_workspace_not_in_the_store(lcli, write, h
     job = result.json()
     assert f"token={SECRET}" in lcli("logs", job["id"]).out  # the replica got the value
     assert SECRET.encode() not in b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
-    assert list(emulator.world.secrets.values()) == [SECRET]
+    (native,) = emulator.world.jobs.values()
+    # The job read the value from a workspace secret made for it...
+    assert native.secrets == {f"anylaunch-{job['id']}-hf-token": SECRET}
+    # ...which is gone now that the job has ended: per-job secrets never pile up.
+    assert emulator.world.secrets == {}
 
 
 def script(command, pre=(), post=()) -> str:
@@ -161,6 +167,15 @@ def test_job_names_follow_lepton_rules_and_stay_unique(name, job_id, attempt, ex
             ":4: lepton.priority_class: 'urgent' is not allowed",
         ),
         ("lepton:\n  mounts: ['/a:/b']\n", ":4: lepton.mounts[0]: write 'PATH:MOUNT_PATH:VOLUME'"),
+        (
+            "lepton:\n  can_be_preempted: true\n",
+            ":3: lepton: can_be_preempted needs dedicated_node_group",
+        ),
+        ("lepton:\n  can_preempt: false\n", ":3: lepton: can_preempt needs dedicated_node_group"),
+        (
+            "lepton:\n  env_vars:\n    LEPTON_JOB_NAME: x\n",
+            ":4: lepton.env_vars: LEPTON_JOB_NAME is reserved by Lepton",
+        ),
     ],
 )
 def test_bad_lepton_sections_are_one_line_errors_with_file_and_line(write, yaml_text, message):
@@ -215,3 +230,41 @@ def test_the_command_carries_the_in_job_runtime_and_never_imports_anylaunch(lcli
         < script.index(" newest ")
         < script.index(" stage in ")
     )
+
+
+def test_queue_config_always_carries_the_cli_default_priority(lcli, write):
+    path = write(
+        "image: x\ncommand: t\nlepton:\n  resource_shape: cpu.small\n"
+        "  dedicated_node_group: h100-pool\n  can_be_preempted: true\n"
+    )
+    result = lcli("run", str(path), "--dry-run", "--json")
+    assert result.rc == 0, result.err
+    queue = result.json()["plan"]["payload"]["spec"]["queue_config"]
+    assert queue == {"priority_class": "mid-4000", "can_be_preempted": True}
+
+
+def test_a_reserved_env_name_is_a_config_error_with_file_and_line(lcli, write):
+    path = write(
+        "image: x\ncommand: t\nenv:\n  A: 1\n  LEPTON_WORKSPACE_ID: mine\n"
+        "lepton:\n  resource_shape: cpu.small\n"
+    )
+    result = lcli("run", str(path), "--dry-run")
+    assert result.rc == 2 and "Traceback" not in result.err
+    assert f"{path}:5: env.LEPTON_WORKSPACE_ID: LEPTON_WORKSPACE_ID is reserved" in result.err
+    result = lcli("run", str(path), "--backend", "lepton", "--dry-run")  # routed, no section
+    assert result.rc == 2 and f"{path}:5: env.LEPTON_WORKSPACE_ID" in result.err
+
+
+def test_the_shape_id_is_the_metadata_id_not_the_display_name(lcli, write):
+    from anylaunch.lepton import wire
+
+    shape = wire.Shape.model_validate(
+        {"metadata": {"id": "gpu.8xh100-sxm"}, "spec": {"name": "H100 SXM x8"}}
+    )
+    assert shape.shape_id == "gpu.8xh100-sxm"
+    # The emulator's GPU shapes have display names that differ from their ids, so a
+    # client that sends the name is refused; the plan resolves gpu_count to the id.
+    path = write("image: x\ncommand: t\nlepton:\n  gpu_count: 4\n")
+    result = lcli("run", str(path), "--dry-run", "--json")
+    assert result.rc == 0, result.err
+    assert result.json()["plan"]["payload"]["spec"]["resource_shape"] == "gpu.4xh100-sxm"

@@ -52,8 +52,9 @@ def _job(tmp_path: Path, uri: str, backend: str) -> Path:
     section = {
         "local": "local: {}\n",
         "slurm": "slurm: {}\n",
-        # An nvcr.io image: NGC_KEY becomes the workspace's image pull secret.
-        "lepton": "image: nvcr.io/nvidia/pytorch:24.01-py3\nlepton: {resource_shape: cpu.small}\n",
+        # The in-job stager still needs anylaunch in the image: the emulator's image built
+        # from this repository. NGC_KEY still becomes a workspace secret of the job.
+        "lepton": "image: anylaunch-dev:latest\nlepton: {resource_shape: cpu.small}\n",
     }[backend]
     data = tmp_path / "staged" / "data.txt"  # the same path on the nodes: this host
     path = tmp_path / "job.yaml"
@@ -120,6 +121,8 @@ def test_planted_secrets_appear_nowhere_after_a_full_run(
         logs = cli("logs", job_id).stdout
         assert final["state"] == "SUCCEEDED", (final, logs)
         assert f"len={len(planted['HF_TOKEN'])}" in logs
+        if backend == "lepton":  # the job's workspace secrets ended with it
+            assert [n for n in emu.world.secrets if n.startswith("anylaunch-")] == []
         if backend == "local":  # Slurm and Lepton plans do not stage inputs (yet)
             assert "payload-from-s3" in logs
         for args in (("status", job_id), ("ps",), ("ps", "--json"), ("logs", job_id, "--json"),

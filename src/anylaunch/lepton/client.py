@@ -357,6 +357,13 @@ class LeptonClient:
             body = [{"name": k, "value": v} for k, v in values.items()]
             self._call("POST", "/usersecrets", json=body, parse=False)
 
+    def delete_secret(self, name: str) -> None:
+        """Delete a workspace secret; one that is gone already is not an error."""
+        try:
+            self._call("DELETE", f"/usersecrets/{name}", parse=False)
+        except LeptonNotFound:
+            return
+
     def image_pull_secret_names(self) -> set[str]:
         data = self._call("GET", "/imagepullsecrets")
         return {(item.get("metadata") or {}).get("name", "") for item in data or []}

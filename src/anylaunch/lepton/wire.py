@@ -190,8 +190,9 @@ class Shape(Wire):
 
     @property
     def shape_id(self) -> str:
-        """What `resource_shape` takes: the spec name, else the metadata id."""
-        return self.spec.name or self.metadata.id or self.metadata.name or ""
+        """What `resource_shape` takes: the metadata id. The spec name is a display name
+        and may differ from it."""
+        return self.metadata.id or self.metadata.name or self.spec.name or ""
 
 
 class StoragePermission(Wire):

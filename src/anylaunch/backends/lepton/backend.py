@@ -21,7 +21,7 @@ from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
 from anylaunch.lepton import wire
 from anylaunch.lepton.client import LeptonClient
-from anylaunch.lepton.errors import LeptonNotFound, LeptonUnavailable
+from anylaunch.lepton.errors import LeptonError, LeptonNotFound, LeptonUnavailable
 from anylaunch.plan import Plan
 from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
@@ -96,14 +96,20 @@ class LeptonBackend:
     def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
         with self._client() as client:
             _put_secrets(client, plan, secrets)
-            _ensure_ngc_secret(client, plan, secrets)
             try:
-                created = client.create_job(plan.payload)
-            except LeptonUnavailable as exc:
-                # The POST may have reached the workspace before the answer was lost (or
-                # the name could not be looked up): the job may exist. Polls find it by
-                # its name (`reconcile`).
-                raise SubmitOutcomeUnknown(exc.message) from None
+                _ensure_ngc_secret(client, plan, secrets)
+                try:
+                    created = client.create_job(plan.payload)
+                except LeptonUnavailable as exc:
+                    # The POST may have reached the workspace before the answer was lost
+                    # (or the name could not be looked up): the job may exist. Polls find
+                    # it by its name (`reconcile`).
+                    raise SubmitOutcomeUnknown(exc.message) from None
+            except LeptonError as exc:
+                if exc.status is not None and 400 <= exc.status < 500:
+                    # Refused for sure: no job will ever read the secrets just made.
+                    _drop_secrets(client, plan.payload, plan.secret_env)
+                raise
         native = created.metadata.id or ""
         return native, {
             "name": plan.name,
@@ -128,6 +134,16 @@ class LeptonBackend:
         return out
 
     def _observe(self, client: LeptonClient, job: JobRecord, native: wire.LeptonJob) -> Observation:
+        seen = self._observe_state(client, job, native)
+        if seen.state.terminal:
+            # The job is over for good (an eviction's resubmission is not terminal): its
+            # per-job workspace secrets go with it, so they never pile up.
+            _drop_job_secrets(client, job)
+        return seen
+
+    def _observe_state(
+        self, client: LeptonClient, job: JobRecord, native: wire.LeptonJob
+    ) -> Observation:
         state = states.to_state(native)
         if state is State.SUCCEEDED:
             return Observation(state, 0, None)
@@ -275,6 +291,7 @@ class LeptonBackend:
             if native:
                 with contextlib.suppress(LeptonNotFound):  # gone already: nothing to stop
                     client.stop_job(native)
+            _drop_job_secrets(client, job)
 
     def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
         nodes = int((job.plan.get("payload", {}).get("spec") or {}).get("completions") or 1)
@@ -383,6 +400,19 @@ def _put_secrets(client: LeptonClient, plan: Plan, secrets: Mapping[str, str]) -
     if missing:
         raise BackendError(f"no value for secret env {', '.join(missing)} — set it and retry")
     client.put_secrets({ref: secrets[name] for name, ref in refs.items()})
+
+
+def _drop_job_secrets(client: LeptonClient, job: JobRecord) -> None:
+    _drop_secrets(client, job.plan.get("payload") or {}, job.plan.get("secret_env") or [])
+
+
+def _drop_secrets(client: LeptonClient, payload: dict[str, Any], secret_env: list[str]) -> None:
+    """Delete the workspace secrets anylaunch made for this job (never the ones the job
+    file names under lepton.secrets: those belong to the user)."""
+    for env in (payload.get("spec") or {}).get("envs") or []:
+        ref = (env.get("value_from") or {}).get("secret_name_ref")
+        if ref and env.get("name") in secret_env:
+            client.delete_secret(ref)
 
 
 def _ensure_ngc_secret(client: LeptonClient, plan: Plan, secrets: Mapping[str, str]) -> None:

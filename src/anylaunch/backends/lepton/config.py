@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from anylaunch.envvars import EnvName, EnvValue
+from anylaunch.lepton.rules import RESERVED_ENV_NAMES
 
 PriorityClass = Literal[
     "low-1000", "low-2000", "low-3000", "mid-4000", "mid-5000", "mid-6000",
@@ -101,10 +102,42 @@ class LeptonSection(BaseModel):
                 raise ValueError(f"secret name '{name}' for {env} has characters Lepton rejects")
         return value
 
+    @field_validator("env_vars", "secrets")
+    @classmethod
+    def _not_reserved(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name in RESERVED_ENV_NAMES:
+                raise ValueError(
+                    f"{name} is reserved by Lepton (the platform sets it in every replica);"
+                    " use another name"
+                )
+        return value
+
     @model_validator(mode="after")
     def _queue_needs_node_group(self) -> LeptonSection:
-        if self.priority_class and not self.dedicated_node_group:
-            raise ValueError(
-                "priority_class needs dedicated_node_group (Lepton queues only exist on node groups)"
-            )
+        # The official CLI refuses queue flags without --node-group: queues, priorities
+        # and preemption only exist on a dedicated node group.
+        for key in ("priority_class", "can_be_preempted", "can_preempt"):
+            if getattr(self, key) is not None and not self.dedicated_node_group:
+                raise ValueError(
+                    f"{key} needs dedicated_node_group (Lepton queues only exist on node"
+                    " groups); set lepton.dedicated_node_group or remove it"
+                )
         return self
+
+
+def located_error(spec: Any, path: tuple[str, ...], what: str, fix: str) -> Any:
+    """A ConfigError naming the file and line where `path` was written in the job file.
+
+    For rules checked after loading (the file is read again only to find the line)."""
+    from pathlib import Path
+
+    from anylaunch.errors import AnylaunchError, ConfigError
+    from anylaunch.yamlsrc import format_path, parse
+
+    source = getattr(spec, "source", None) or "<job>"
+    try:
+        located = parse(Path(source).read_text(encoding="utf-8"), source)
+    except (OSError, UnicodeDecodeError, AnylaunchError):
+        return ConfigError(what, file=source, key=format_path(path), fix=fix)
+    return located.error(path, what, fix)

@@ -16,10 +16,11 @@ import yaml
 
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
-from anylaunch.backends.lepton.config import LeptonSection
+from anylaunch.backends.lepton.config import LeptonSection, located_error
 from anylaunch.backends.lepton.names import job_name, secret_name
 from anylaunch.errors import ConfigError
 from anylaunch.lepton import wire
+from anylaunch.lepton.rules import DEFAULT_PRIORITY_CLASS, RESERVED_ENV_NAMES
 from anylaunch.node import command, rendezvous
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import has_reference
@@ -155,6 +156,7 @@ def _envs(
     plain["NUM_GPU_PER_NODE"] = str(gpus)  # the TAO entrypoint reads it
     if spec.launcher == "none":
         plain["WORLD_SIZE"] = str(nodes)  # TAO convention: number of nodes
+    _check_reserved(spec, [*spec.env, *section.env_vars])
     plain["ANYLAUNCH_JOB_ID"] = job_id
     plain.setdefault("ANYLAUNCH_ATTEMPT", "1")  # a retried split says which attempt it is
     if spec.checkpoint and spec.checkpoint.dir:
@@ -175,6 +177,19 @@ def _envs(
         for k, v in sorted(refs.items())
     ]
     return envs
+
+
+def _check_reserved(spec: JobSpec, names: list[str]) -> None:
+    """Lepton answers 400 to an env it sets itself; say so before anything is sent."""
+    for name in names:
+        if name in RESERVED_ENV_NAMES:
+            key = ("env", name) if name in spec.env else ("lepton", "env_vars", name)
+            raise located_error(
+                spec,
+                key,
+                f"{name} is reserved by Lepton (the platform sets it in every replica)",
+                "use another name",
+            )
 
 
 def _check_uris(spec: JobSpec) -> None:
@@ -198,6 +213,7 @@ def _uri(source: Any) -> str:
 
 
 def _queue(section: LeptonSection) -> wire.QueueConfig | None:
+    """queue_config as `lep job create` sends it: never without a priority_class."""
     if (
         section.priority_class is None
         and section.can_be_preempted is None
@@ -205,7 +221,7 @@ def _queue(section: LeptonSection) -> wire.QueueConfig | None:
     ):
         return None
     return wire.QueueConfig(
-        priority_class=section.priority_class,
+        priority_class=section.priority_class or DEFAULT_PRIORITY_CLASS,
         can_be_preempted=section.can_be_preempted,
         can_preempt=section.can_preempt,
     )

@@ -35,7 +35,10 @@ def to_state(job: wire.LeptonJob) -> State:
     if state == "Failed":
         return State.FAILED
     if state == "Archived":  # past its TTL: the counters still tell how it ended
-        return State.SUCCEEDED if status.succeeded and not status.failed else State.FAILED
+        if status.failed:
+            return State.FAILED
+        # Nothing failed: it completed, or it was stopped before any worker ended.
+        return State.SUCCEEDED if status.succeeded else State.CANCELLED
     return _DIRECT.get(state, State.UNKNOWN)  # Stopping, Deleting, Terminating, "" -> wait
 
 
@@ -54,10 +57,15 @@ def exit_code(events: list[wire.Event]) -> int | None:
 
 
 def seed_status(state: str) -> str:
-    """The seed's coarse status: Pending / Running / Complete / Error."""
+    """The seed's coarse status: Pending / Running / Complete / Error, plus Cancelled.
+
+    A job someone stopped did not fail: it reads Cancelled, never Error.
+    """
     if state == "Completed" or state == "Archived":
         return "Complete"
-    if state in ("Failed", "Stopped", "Deleted"):
+    if state in ("Stopped", "Deleted"):
+        return "Cancelled"
+    if state == "Failed":
         return "Error"
     if state in ("Running", "Deleting", "Stopping", "Terminating"):
         return "Running"

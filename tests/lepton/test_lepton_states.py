@@ -1,0 +1,48 @@
+"""A stopped (cancelled) Lepton job reads as cancelled everywhere, never as an error, and
+`retry --failed` leaves it alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from anylaunch.backends.lepton.states import seed_status, to_state
+from anylaunch.lepton import wire
+from anylaunch.runs import RunView
+from anylaunch.state import State
+
+
+def job(state: str, **counters: int) -> wire.LeptonJob:
+    return wire.LeptonJob.model_validate(
+        {"metadata": {"id": "j-1"}, "status": {"state": state, **counters}}
+    )
+
+
+@pytest.mark.parametrize("state", ["Stopped", "Deleted"])
+def test_a_stopped_job_is_cancelled_and_never_error(state):
+    assert to_state(job(state, failed=0)) is State.CANCELLED
+    assert seed_status(state) == "Cancelled"
+
+
+def test_an_archived_job_keeps_how_it_ended():
+    assert to_state(job("Archived", succeeded=2)) is State.SUCCEEDED
+    assert to_state(job("Archived", failed=1)) is State.FAILED
+    assert to_state(job("Archived")) is State.CANCELLED  # stopped before anything ended
+    assert seed_status("Failed") == "Error"
+
+
+def test_retry_failed_picks_failed_splits_and_never_a_cancelled_one():
+    class Attempt:
+        def __init__(self, state: State) -> None:
+            self.state = state
+
+    view = RunView(
+        "run1",
+        "lepton",
+        {
+            0: [Attempt(State.FAILED)],
+            1: [Attempt(State.CANCELLED)],
+            2: [Attempt(State.FAILED), Attempt(State.CANCELLED)],
+            3: [Attempt(State.PREEMPTED)],
+        },  # type: ignore[dict-item]
+    )
+    assert view.failed() == [0, 3]
