@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from anylaunch.lepton.emulator import catalog
+from anylaunch.lepton.emulator import catalog, selectors
 from anylaunch.lepton.emulator.faults import Fault
 from anylaunch.lepton.emulator.validate import Invalid
 from anylaunch.lepton.emulator.world import World
@@ -190,6 +190,12 @@ async def list_jobs(request: Request, world: World) -> Response:
         jobs = world.list(q.get("job_query_mode", "alive_only"))
         if q.get("q"):
             jobs = [j for j in jobs if q["q"] in j.id or q["q"] in j.name]
+        if q.get("query"):
+            try:
+                match = selectors.parse(q["query"])
+            except selectors.BadSelector as exc:
+                return error(400, "InvalidRequest", str(exc))
+            jobs = [j for j in jobs if match(j.metadata.get("labels") or {})]
         states = q.getlist("status")
         if states:
             jobs = [j for j in jobs if j.state in states]
@@ -291,11 +297,18 @@ async def replica_log(request: Request, world: World) -> Response:
 @route("/logs", ["GET"])
 async def logs(request: Request, world: World) -> Response:
     q = request.query_params
-    try:
-        start, end = int(q["start"]), int(q["end"])
-    except (KeyError, ValueError):
-        return error(400, "InvalidRequest", "start and end (ns) are required")
-    limit = int(q.get("limit", "5000"))
+    if ("start" in q) != ("end" in q):
+        return error(400, "InvalidRequest", "give both start and end (ns), or neither")
+    if "start" in q:
+        try:
+            start, end = int(q["start"]), int(q["end"])
+            limit = int(q.get("limit", "5000"))
+        except ValueError:
+            return error(400, "InvalidRequest", "start, end and limit are integers")
+    else:
+        # No range: Loki's defaults, the last hour and at most 100 lines.
+        end = time.time_ns()
+        start, limit = end - 3600 * 10**9, int(q.get("limit", "100"))
     with world.lock:
         job = world.get(q.get("job_history_name") or q.get("job", ""))
         result = []

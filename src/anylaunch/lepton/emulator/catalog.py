@@ -79,13 +79,26 @@ def shapes() -> list[dict[str, Any]]:
         out.append(_shape(name, cpu, memory, None, 0))
     for count in (1, 2, 4, 8):
         prefix = "" if count == 1 else f"{count}x"
-        out.append(_shape(f"gpu.{prefix}h100-sxm", 24 * count, 245760 * count, GPU_PRODUCT, count))
+        out.append(
+            _shape(
+                f"gpu.{prefix}h100-sxm",
+                24 * count,
+                245760 * count,
+                GPU_PRODUCT,
+                count,
+                display=f"H100 SXM x{count}",
+            )
+        )
     return out
 
 
-def _shape(name: str, cpu: int, memory: int, accel: str | None, count: int) -> dict[str, Any]:
+def _shape(
+    name: str, cpu: int, memory: int, accel: str | None, count: int, display: str | None = None
+) -> dict[str, Any]:
+    # A job names its shape by metadata id; the GPU shapes' spec names are display
+    # names that differ from it, so a client that sends the spec name is refused.
     spec: dict[str, Any] = {
-        "name": name,
+        "name": display or name,
         "description": f"{count} x {accel}" if accel else f"{cpu} CPU",
         "listable_in": ["job", "pod", "deployment"],
         "cpu": cpu,
@@ -121,6 +134,15 @@ def storage_permissions(volume: str, node_group_id: str | None) -> list[dict[str
             "nodegroup_id": NODE_GROUP_ID,
         },
     ]
+
+
+def volume_from_path(volume: str) -> str:
+    """Where the volume's tree starts in a mount's `path` (e.g. /lustre)."""
+    for group in node_groups(""):
+        for item in group["spec"]["volumes"]:
+            if item["name"] == volume:
+                return str(item.get("from_path") or "/").rstrip("/") or "/"
+    return "/"
 
 
 def volume_names() -> set[str]:

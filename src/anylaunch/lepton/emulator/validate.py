@@ -5,52 +5,15 @@ Each problem is a 400 with `{"code": "ValidationError", "message": ...}`.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Callable
 from typing import Any
 
+from anylaunch.lepton import rules
 from anylaunch.lepton.emulator import catalog
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-_ENV = re.compile(r"^[A-Za-z._-][A-Za-z0-9._-]*$")
-RESERVED_ENV = frozenset(
-    [
-        "LEPTON_WORKSPACE_ID",
-        "LEPTON_DEPLOYMENT_NAME",
-        "LEPTON_JOB_NAME",
-        "LEPTON_RESOURCE_ACCELERATOR_TYPE",
-        "LEPTON_WORKSPACE_ORIGIN_URL",
-    ]
-)
-RESERVED_MOUNTS = frozenset(
-    [
-        "/",
-        "/bin",
-        "/boot",
-        "/dev",
-        "/etc",
-        "/lib",
-        "/lib64",
-        "/media",
-        "/opt",
-        "/proc",
-        "/run",
-        "/sbin",
-        "/srv",
-        "/sys",
-        "/usr",
-        "/usr/bin",
-        "/usr/lib",
-        "/usr/local",
-        "/usr/sbin",
-        "/var",
-        "/sys/fs/cgroup",
-        "/sys/kernel/security",
-        "/proc/sys",
-        "/proc/bus",
-    ]
-)
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 
 class Invalid(Exception):
@@ -68,47 +31,114 @@ def check_job(body: Any, secret_exists: Callable[[str], bool]) -> None:
             f"invalid job name '{name}': lowercase letters, digits and '-', starting with a "
             "letter, at most 36 characters, not ending with '-'"
         )
+    labels = body["metadata"].get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise Invalid("metadata.labels must map strings to strings")
+    for key in labels:
+        if len(key) > 63 or not _LABEL_KEY.match(key):
+            raise Invalid(f"invalid label key {key!r}")
     spec = body.get("spec") or {}
     if not isinstance(spec, dict):
         raise Invalid("spec must be an object")
     for key in ("completions", "parallelism"):
         value = spec.get(key, 1)
-        if value is not None and (not isinstance(value, int) or value < 1):
+        if value is not None and (not _is_int(value) or value < 1):
             raise Invalid(f"spec.{key} must be a positive integer")
+    for key in ("ttl_seconds_after_finished", "max_failure_retry", "max_job_failure_retry"):
+        value = spec.get(key)
+        if value is not None and (not _is_int(value) or value < 0):
+            raise Invalid(f"spec.{key} must be an integer >= 0")
+    container = spec.get("container") or {}
+    if not isinstance(container, dict) or not isinstance(container.get("image"), str):
+        raise Invalid("spec.container.image is required")
+    if not container["image"].strip():
+        raise Invalid("spec.container.image is required")
+    command = container.get("command")
+    if command is not None and (
+        not isinstance(command, list) or not all(isinstance(a, str) for a in command)
+    ):
+        raise Invalid("spec.container.command must be a list of strings")
     shape = spec.get("resource_shape")
-    if shape is not None and catalog.shape(shape) is None:
-        raise Invalid(f"unknown resource_shape '{shape}'")
+    if not isinstance(shape, str) or not shape:
+        raise Invalid("spec.resource_shape is required")
+    if catalog.shape(shape) is None:
+        raise Invalid(f"unknown resource_shape '{shape}' (give the shape's metadata id)")
     groups = ((spec.get("affinity") or {}).get("allowed_dedicated_node_groups")) or []
     known = {g["metadata"]["id"] for g in catalog.node_groups("")}
     for group in groups:
         if group not in known:
             raise Invalid(f"unknown dedicated node group '{group}' (give its id)")
-    for env in spec.get("envs") or []:
+    _check_queue(spec.get("queue_config"), groups)
+    envs = spec.get("envs") or []
+    if not isinstance(envs, list):
+        raise Invalid("spec.envs must be a list")
+    for env in envs:
         _check_env(env, secret_exists)
-    for mount in spec.get("mounts") or []:
+    mounts = spec.get("mounts") or []
+    if not isinstance(mounts, list):
+        raise Invalid("spec.mounts must be a list")
+    for mount in mounts:
         _check_mount(mount)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_queue(queue: Any, groups: list[str]) -> None:
+    if queue is None:
+        return
+    if not isinstance(queue, dict):
+        raise Invalid("spec.queue_config must be an object")
+    if not groups:
+        raise Invalid("spec.queue_config needs spec.affinity.allowed_dedicated_node_groups")
+    priority = queue.get("priority_class")
+    if priority not in rules.PRIORITY_CLASSES:
+        raise Invalid(
+            f"spec.queue_config.priority_class {priority!r} is not one of "
+            + ", ".join(rules.PRIORITY_CLASSES)
+        )
+    for key in ("can_be_preempted", "can_preempt"):
+        if queue.get(key) is not None and not isinstance(queue[key], bool):
+            raise Invalid(f"spec.queue_config.{key} must be true or false")
+
+
 def _check_env(env: Any, secret_exists: Callable[[str], bool]) -> None:
-    name = env.get("name") if isinstance(env, dict) else None
-    if not isinstance(name, str) or not _ENV.match(name):
-        raise Invalid(f"invalid env name {name!r}")
-    if name in RESERVED_ENV:
-        raise Invalid(f"env {name} is reserved by the platform")
-    ref = (env.get("value_from") or {}).get("secret_name_ref")
-    if ref is not None and not secret_exists(ref):
-        raise Invalid(f"env {name}: secret '{ref}' not found in the workspace")
+    if not isinstance(env, dict):
+        raise Invalid("each env must be an object with a name")
+    name = env.get("name")
+    problem = rules.env_name_problem(name)
+    if problem:
+        raise Invalid(problem)
+    value, source = env.get("value"), env.get("value_from")
+    if value is not None and not isinstance(value, str):
+        raise Invalid(f"env {name}: value must be a string (got {type(value).__name__})")
+    if source is not None:
+        ref = source.get("secret_name_ref") if isinstance(source, dict) else None
+        if not isinstance(ref, str) or not ref:
+            raise Invalid(f"env {name}: value_from needs secret_name_ref")
+        if not secret_exists(ref):
+            raise Invalid(f"env {name}: secret '{ref}' not found in the workspace")
 
 
 def _check_mount(mount: Any) -> None:
     if not isinstance(mount, dict) or not isinstance(mount.get("mount_path"), str):
         raise Invalid("each mount needs mount_path")
-    if posixpath.normpath(mount["mount_path"]) in RESERVED_MOUNTS:
+    if rules.is_reserved_mount_path(mount["mount_path"]):
         raise Invalid(f"mount_path {mount['mount_path']} is a reserved system path")
+    if not mount["mount_path"].startswith("/"):
+        raise Invalid(f"mount_path {mount['mount_path']} must be absolute")
     source = mount.get("from")
-    if source is None or source == "node-local":
+    if not isinstance(source, str) or not source:
+        raise Invalid(
+            f"mount at {mount['mount_path']} needs 'from' (node-local or node-<type>:<volume>)"
+        )
+    path = mount.get("path")
+    if path is not None and not isinstance(path, str):
+        raise Invalid(f"mount at {mount['mount_path']}: path must be a string")
+    if source == "node-local":
         return
-    kind, _, volume = str(source).partition(":")
+    kind, _, volume = source.partition(":")
     if (
         kind not in ("node-nfs", "node-local", "node-remote")
         or volume not in catalog.volume_names()
