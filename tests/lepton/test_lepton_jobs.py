@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from lepton_helpers import PROGRAMS, ROOT, wait_until
+from lepton_helpers import MOUNT, NODE_GROUP, PROGRAMS, ROOT, on_volume, volume_dir, wait_until
 
 from anylaunch.lepton import LeptonSDK
 
-DEMO = f"{ROOT}/examples/ddp_demo.py --steps 5 --checkpoint-dir {{ckpt}}"
+# The program reaches the replicas on the node group's Lustre volume, like on Lepton.
+DEMO = f"{MOUNT}/programs/ddp_demo.py --steps 5 --checkpoint-dir {MOUNT}/ckpt"
 # The raw torchrun line written for non-TAO containers: a string command is a shell line,
 # so the node's shell expands the rendezvous variables.
 RAW_TORCHRUN = (
@@ -25,25 +26,26 @@ RAW_TORCHRUN = (
     ids=["launcher-torchrun", "raw-torchrun-command"],
 )
 def test_two_node_ddp_job_succeeds_and_each_node_has_its_ranks(
-    lcli, write, tmp_path, emulator, launcher, command
+    lcli, write, emulator, launcher, command
 ):
     pytest.importorskip("torch")
+    on_volume(emulator, ROOT / "examples" / "ddp_demo.py")
     path = write(
         f"""
         name: ddp-demo
         image: nvcr.io/nvidia/pytorch:25.08-py3
-        command: {command.format(ckpt=tmp_path / "ckpt")}
+        command: {command}
         launcher: {launcher}
         nodes: 2
         gpus_per_node: 2
         env:
           OMP_NUM_THREADS: 1
-        lepton: {{}}
+        lepton: {{dedicated_node_group: {NODE_GROUP}}}
         """
     )
     result = lcli("run", str(path), "--backend", "lepton", "--json", env={"NGC_KEY": "ngc-k"})
-    assert result.rc == 0, result.err + result.out
     job = result.json()
+    assert result.rc == 0, result.err + lcli("logs", job["id"]).out
     assert job["state"] == "SUCCEEDED" and job["exit_code"] == 0
     node1 = lcli("logs", job["id"], "--node", "1").out
     ranks = re.findall(r"rank=(\d) local_rank=\d node_rank=(\d) world_size=4 master=(\S+)", node1)
@@ -60,15 +62,17 @@ def test_two_node_ddp_job_succeeds_and_each_node_has_its_ranks(
 
 
 def test_tao_style_command_runs_once_per_node_and_meets_its_peer(lcli, write, emulator):
+    programs = on_volume(emulator, PROGRAMS / "tao_rendezvous.py")
     path = write(
         f"""
         name: tao-style
         image: python:3.11
-        command: python {PROGRAMS}/tao_rendezvous.py
+        command: python3 {programs}/tao_rendezvous.py
         launcher: none
         lepton:
           num_nodes: 2
           gpu_count: 8
+          dedicated_node_group: {NODE_GROUP}
         """
     )
     result = lcli("run", str(path), "--json")
@@ -83,26 +87,29 @@ def test_tao_style_command_runs_once_per_node_and_meets_its_peer(lcli, write, em
     assert "master heard from node1" in node0 and "reached the master" in node1
 
 
-def evicting_job(write, tmp_path, retries: int = 2):
+def evicting_job(write, emulator, retries: int = 2):
+    """A stdlib-only program in the bare image, its checkpoints on the Lustre volume."""
+    programs = on_volume(emulator, PROGRAMS / "steps.py")
     return write(
         f"""
         name: evict-me
         image: python:3.11
-        command: python {PROGRAMS}/steps.py 10 0.2
+        command: python3 {programs}/steps.py 10 0.2
         launcher: none
         checkpoint:
-          dir: {tmp_path}/ckpt
+          dir: {MOUNT}/ckpt
         lepton:
           resource_shape: cpu.small
+          dedicated_node_group: {NODE_GROUP}
           can_be_preempted: true
           eviction_retries: {retries}
         """
     )
 
 
-def test_evicted_job_resumes_from_its_newest_checkpoint_as_one_job(lcli, write, tmp_path, emulator):
+def test_evicted_job_resumes_from_its_newest_checkpoint_as_one_job(lcli, write, emulator):
     emulator.add_fault(kind="evict", job="evict-me-*", after_s=1.2, count=1)
-    result = lcli("run", str(evicting_job(write, tmp_path)), "--json")
+    result = lcli("run", str(evicting_job(write, emulator)), "--json")
     assert result.rc == 0, result.err
     job = result.json()
     assert job["state"] == "SUCCEEDED"
@@ -117,11 +124,12 @@ def test_evicted_job_resumes_from_its_newest_checkpoint_as_one_job(lcli, write, 
     before = logs.split("--- anylaunch: attempt 2")[0]
     assert f"step {resumed.group(1)}" in before  # it resumed from the last step it saved
     assert logs.rstrip().endswith("done") and "step 10" in logs
+    assert (volume_dir(emulator, f"{MOUNT}/ckpt") / "step-10.ckpt").exists()  # on the volume
 
 
-def test_eviction_without_budget_left_ends_preempted(lcli, write, tmp_path, emulator):
+def test_eviction_without_budget_left_ends_preempted(lcli, write, emulator):
     emulator.add_fault(kind="evict", job="evict-me-*", after_s=0.5)
-    result = lcli("run", str(evicting_job(write, tmp_path, retries=0)), "--json")
+    result = lcli("run", str(evicting_job(write, emulator, retries=0)), "--json")
     job = result.json()
     assert result.rc == 1 and job["state"] == "PREEMPTED"
     assert "dedicated_node_group" in job["detail"]
@@ -139,4 +147,5 @@ def test_cancel_stops_every_replica(lcli, write, emulator):
     result = lcli("cancel", job["id"], "--json")
     assert result.json()["state"] == "CANCELLED"
     assert all(p is not None and p.poll() is not None for p in procs)
-    assert LeptonSDK().get_job_status(job["id"])["status"] == "Error"
+    status = LeptonSDK().get_job_status(job["id"])
+    assert status["status"] == "Cancelled" and status["state"] == "Stopped"  # never Error

@@ -23,7 +23,13 @@ SAMPLE_BODY = {
             {"name": "A", "value": "1"},
             {"name": "HF_TOKEN", "value_from": {"secret_name_ref": "hf"}},
         ],
-        "mounts": [{"path": "/data", "from": "node-nfs:lustre", "mount_path": "/mnt/data"}],
+        "mounts": [
+            {
+                "path": "/lustre/fsw/portfolios/edgeai/data",
+                "from": "node-nfs:lustre",
+                "mount_path": "/mnt/data",
+            }
+        ],
         "image_pull_secrets": [],
         "ttl_seconds_after_finished": 600,
         "intra_job_communication": True,

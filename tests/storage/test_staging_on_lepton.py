@@ -7,6 +7,11 @@ import sys
 
 from anylaunch.lepton.emulator.server import Emulator
 
+# In-job staging still runs `python -m anylaunch.storage`, so the image must have
+# anylaunch (and boto3): the emulator's image built from this repository. A bare image
+# cannot stage until the in-job stager needs python3 only.
+DEV_IMAGE = "anylaunch-dev:latest"
+
 READER = (
     "import os, pathlib; files = sorted(p.name for p in pathlib.Path('data').iterdir());"
     " print('node', os.environ['NODE_RANK'], 'seen', files);"
@@ -22,7 +27,7 @@ def test_lepton_replicas_read_s3_inputs_and_worker_0_uploads(
         s3client.put_object(Bucket=bucket, Key=f"train/{name}", Body=name.encode())
     path = write(
         f"""
-        image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime
+        image: {DEV_IMAGE}
         launcher: none
         nodes: 2
         command: [{sys.executable}, -c, "{READER}"]

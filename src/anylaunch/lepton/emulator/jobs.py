@@ -11,13 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import string
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anylaunch.lepton.emulator import catalog, sandbox
+from anylaunch.lepton.emulator import catalog, images, sandbox
 from anylaunch.lepton.emulator.faults import Fault
 from anylaunch.lepton.emulator.replicas import Replica
 
@@ -40,6 +39,7 @@ class JobRun:
     faults: list[Fault]
     slot: int
     root: Path  # this job's directory in the emulator's state
+    volumes: Path  # the node groups' volumes: <volumes>/<volume name>/<path in volume>
     secrets: dict[str, str]  # resolved secret values, for the replicas' environment
     pull_secret_ok: bool = False  # an image_pull_secrets entry names a secret for nvcr.io
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
@@ -201,35 +201,91 @@ class JobRun:
                 self._start(replica, names[i][0], hosts_file)
 
     def _blocked_reason(self, index: int) -> str | None:
-        if self.fault("image_pull") or not self._image_pullable():
+        if self.fault("image_pull") or self._pull_problem() is not None:
             return "image_pull"
+        if self._mount_problem() is not None:
+            return "mount_error"
         for kind in ("never_ready", "mount_error"):
             fault = self.fault(kind)
             if fault and fault.worker == index:
                 return kind
         return None
 
-    def _image_pullable(self) -> bool:
-        """nvcr.io images need an image pull secret for nvcr.io (made from an NGC key)."""
-        image = ((self.spec.get("container") or {}).get("image")) or ""
-        if not image.startswith("nvcr.io/"):
-            return True
-        return self.pull_secret_ok
+    @property
+    def image(self) -> str:
+        return str((self.spec.get("container") or {}).get("image") or "")
+
+    def _pull_problem(self) -> str | None:
+        """Why the image cannot be pulled: unknown here, or private without a secret."""
+        found = images.lookup(self.image)
+        if found is None:
+            return f'Failed to pull image "{self.image}": manifest unknown: not found or no access'
+        if found.private and not self.pull_secret_ok:
+            return (
+                f'Failed to pull image "{self.image}": 401 Unauthorized'
+                " (check the image pull secret)"
+            )
+        return None
+
+    def _mounts(self) -> list[tuple[Path, str, bool]]:
+        """(host directory, container path, allowed) for each declared mount."""
+        groups = (self.spec.get("affinity") or {}).get("allowed_dedicated_node_groups") or []
+        out = []
+        for mount in self.spec.get("mounts") or []:
+            source, target = str(mount["from"]), str(mount["mount_path"])
+            path = str(mount.get("path") or "/")
+            if source == "node-local":
+                host = self.volumes / "node-local" / self.id / path.lstrip("/")
+                out.append((host, target, True))
+                continue
+            volume = source.partition(":")[2]
+            base = catalog.volume_from_path(volume)
+            rel = path[len(base) :] if path == base or path.startswith(base + "/") else path
+            allowed = any(
+                path == p["path_prefix"] or path.startswith(p["path_prefix"].rstrip("/") + "/")
+                for p in catalog.storage_permissions(volume, groups[0] if groups else None)
+            )
+            out.append((self.volumes / volume / rel.lstrip("/"), target, allowed))
+        return out
+
+    def _mount_problem(self) -> str | None:
+        for mount in self.spec.get("mounts") or []:
+            path = str(mount.get("path") or "/")
+            allowed = next(
+                (ok for _, target, ok in self._mounts() if target == mount["mount_path"]), True
+            )
+            if not allowed:
+                return (
+                    f"MountVolume.SetUp failed for {mount['from']}: {path} is outside the"
+                    " storage permissions of this workspace (permission denied)"
+                )
+        return None
 
     def _start(self, replica: Replica, hostname: str, hosts_file: Path) -> None:
         command = (self.spec.get("container") or {}).get("command") or ["/bin/bash", "-c", "true"]
+        found = images.lookup(self.image)
+        profile = images.profile(found.profile if found else "bare")
+        self.event("Normal", "Pulled", f'Container image "{self.image}" present', replica.id)
         self.event("Normal", "Started", "Started container main", replica.id)
+        home = self.root / replica.id
         replica.start(
-            sandbox.wrap(command, hosts_file, hostname),
-            self._env(replica),
-            self.root / replica.id,
+            sandbox.wrap(
+                command,
+                root=self.root / f".root-{replica.id}",
+                hosts=hosts_file,
+                hostname=hostname,
+                image=profile,
+                home=home,
+                mounts=[(host, target) for host, target, _ in self._mounts()],
+            ),
+            self._env(replica, profile.path),
+            home,
         )
 
-    def _env(self, replica: Replica) -> dict[str, str]:
+    def _env(self, replica: Replica, path: str) -> dict[str, str]:
         shape = catalog.shape(self.spec.get("resource_shape") or "") or {"spec": {}}
-        bindir = str(Path(sys.executable).parent)
         env = {
-            "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
+            "PATH": path,
             "HOME": str(self.root / replica.id),
             "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1",
@@ -251,7 +307,7 @@ class JobRun:
                 "LEPTON_WORKSPACE_ID": self.workspace,
                 "LEPTON_RESOURCE_ACCELERATOR_TYPE": shape["spec"].get("accelerator_type") or "",
                 "LEPTON_RESOURCE_ACCELERATOR_NUM": str(shape["spec"].get("accelerator_num") or 0),
-                "LEPTON_VIRTUAL_ENV": sys.prefix,
+                "LEPTON_VIRTUAL_ENV": "/opt/lepton/venv",  # the value the docs show
             }
         )
         return env
@@ -263,7 +319,8 @@ class JobRun:
             self.event(
                 "Warning",
                 "Failed",
-                f'Failed to pull image "{image}": 401 Unauthorized (check the image pull secret)',
+                self._pull_problem()
+                or f'Failed to pull image "{image}": 401 Unauthorized (check the image pull secret)',
                 replica.id,
             )
             self.event("Warning", "BackOff", f'Back-off pulling image "{image}"', replica.id)
@@ -271,7 +328,8 @@ class JobRun:
             self.event(
                 "Warning",
                 "FailedMount",
-                "MountVolume.SetUp failed: mount point not found on node " + replica.node,
+                self._mount_problem()
+                or "MountVolume.SetUp failed: mount point not found on node " + replica.node,
                 replica.id,
             )
         elif replica.blocked == "never_ready":

@@ -1,21 +1,36 @@
-"""Worker names that resolve: a per-job loopback subnet and a private /etc/hosts.
+"""Each replica in its own root: the image's files, its declared mounts, nothing else.
 
 On Lepton, `worker-<i>.<job>-job-svc` is a DNS name inside the job's service subdomain.
 Here each job gets its own addresses in 127.0.0.0/8 (so two jobs can both listen on
-MASTER_PORT 29400), and each replica runs in a fresh mount + UTS namespace where
-/etc/hosts lists the job's workers and the hostname is the worker's own name.
-Nothing outside the namespace changes. Without namespaces (no unshare, no privilege)
-replicas run directly and only single-worker jobs can resolve their names.
+MASTER_PORT 29400), and each replica runs in a fresh mount + UTS namespace (`unshare`,
+as root) whose hostname is the worker's own name and whose root is a private tmpfs
+holding only:
+
+- the system's /usr and /etc (read-only /usr, the distribution's Python packages hidden),
+  /dev, /proc, /sys, an empty /tmp, and /etc/hosts listing the job's workers;
+- the directories of the image profile (images.py), read-only at their own paths;
+- the replica's home (its working directory);
+- each declared mount, bound from the emulator's volume directory at its mount path.
+
+So an undeclared path, the project's checkout and its virtualenv are simply absent,
+as they would be in a container. Nothing outside the namespace changes. Without
+namespaces (no unshare, no privilege) replicas run directly and only single-worker jobs
+can resolve their names; the strict-image tests skip there.
 """
 
 from __future__ import annotations
 
 import functools
+import shlex
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
-_WRAPPER = 'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"'
+from anylaunch.lepton.emulator.images import Profile
+
+_TOP_DIRS = ("usr", "etc", "dev", "proc", "sys")
+_LINKS = ("bin", "lib", "lib64", "sbin")  # usr-merged systems: links into /usr
 
 
 def job_addresses(slot: int, workers: int) -> list[str]:
@@ -53,11 +68,49 @@ def namespaces_work() -> bool:
     return probe.returncode == 0
 
 
-def wrap(argv: list[str], hosts: Path, hostname: str) -> list[str]:
-    """`argv` run inside a private namespace that sees `hosts` as /etc/hosts."""
+def wrap(
+    argv: Sequence[str],
+    *,
+    root: Path,
+    hosts: Path,
+    hostname: str,
+    image: Profile,
+    home: Path,
+    mounts: Sequence[tuple[Path, str]],
+) -> list[str]:
+    """`argv` run as the replica: chrooted into a private root built under `root`."""
     if not namespaces_work():
-        return argv
+        return list(argv)
+    root.mkdir(parents=True, exist_ok=True)
+    q = shlex.quote
+    r = q(str(root))
+    lines = ["set -e", f"mount -t tmpfs -o mode=755 lepton-root {r}"]
+    for top in _TOP_DIRS:
+        lines.append(f"mkdir -p {r}/{top} && mount --rbind /{top} {r}/{top}")
+    lines.append(f"mount -o remount,bind,ro {r}/usr")
+    for link in _LINKS:
+        host = Path("/") / link
+        if host.is_symlink():
+            lines.append(f"ln -s {q(str(host.readlink()))} {r}/{link}")
+        elif host.is_dir():
+            lines.append(f"mkdir -p {r}/{link} && mount --rbind /{link} {r}/{link}")
+    lines.append(f"mkdir -m 1777 {r}/tmp")
+    lines.append(f"mount --bind {q(str(hosts))} {r}/etc/hosts")
+    for hidden in image.hidden:
+        lines.append(
+            f"if [ -d {r}{q(hidden)} ]; then mount -t tmpfs -o ro,mode=755 none {r}{q(hidden)}; fi"
+        )
+    for path in image.binds:
+        lines.append(f"mkdir -p {r}{q(path)} && mount --rbind {q(path)} {r}{q(path)}")
+        lines.append(f"mount -o remount,bind,ro {r}{q(path)} || true")
+    home.mkdir(parents=True, exist_ok=True)
+    lines.append(f"mkdir -p {r}{q(str(home))} && mount --bind {q(str(home))} {r}{q(str(home))}")
+    for source, target in mounts:
+        source.mkdir(parents=True, exist_ok=True)
+        lines.append(f"mkdir -p {r}{q(target)} && mount --bind {q(str(source))} {r}{q(target)}")
+    lines.append(f"hostname {q(hostname)}")
+    lines.append(f'exec chroot {r} /bin/sh -c \'cd "$0" && exec "$@"\' {q(str(home))} "$@"')
     return [
         "unshare", "--mount", "--uts", "--propagation", "private",
-        "sh", "-c", _WRAPPER, "lepton-replica", str(hosts), hostname, *argv,
+        "sh", "-c", "\n".join(lines), "lepton-replica", *argv,
     ]  # fmt: skip

@@ -25,6 +25,7 @@ class World:
         self.workspace = workspace
         self.tokens = tokens
         self.state_dir = state_dir
+        self.volumes = state_dir / "volumes"  # the node groups' shared volumes, on disk
         self.faults = FaultBook(seed)
         self.lock = threading.RLock()
         self.jobs: dict[str, JobRun] = {}
@@ -99,6 +100,7 @@ class World:
                 faults=self.faults.for_job(name),
                 slot=self._slots,
                 root=self.state_dir / "jobs" / job_id,
+                volumes=self.volumes,
                 secrets=dict(self.secrets),
                 pull_secret_ok=any(
                     self.pull_secrets.get(n, {}).get("registry_server") == "nvcr.io"

@@ -1,0 +1,199 @@
+"""Container images as local profiles: what a replica's `image:` gives it.
+
+A real Lepton replica runs in the image the job names, and only what that image ships
+is there. The emulator has no container runtime, so each known image maps to a profile:
+a Python interpreter and the host directories a replica sees, read-only, at the same
+paths. Everything else of the host stays out of the replica's root (see sandbox.py).
+
+- `bare`: the system python3 with its standard library only (the distribution's
+  dist-packages are hidden). python:*, ubuntu:* and debian:* images.
+- `pytorch`: python3 with torch 2.13.0 and the packages torch needs, nothing else: a
+  virtualenv whose site-packages holds hard links to those packages only.
+  nvcr.io/nvidia/pytorch:* and the pytorch/pytorch images.
+- `dev`: an image built from this repository (`anylaunch-dev:*`), with the project's
+  virtualenv and the repository at the paths they have here, so anylaunch, boto3 and
+  the test programs are importable. Only jobs that name this image get them.
+
+Public images pull without a secret. nvcr.io/nvidia/tao/* and nvcr.io/nvidia/nemo:* are
+private NGC repositories: they need an image pull secret for nvcr.io. Any other image is
+unknown here and fails to pull, like an image that does not exist.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import fnmatch
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TORCH_VERSION = "2.13.0"
+
+
+@dataclass(frozen=True)
+class Image:
+    pattern: str
+    profile: str
+    private: bool = False  # needs an image pull secret for its registry
+
+
+IMAGES = (
+    Image("nvcr.io/nvidia/pytorch:*", "pytorch"),
+    Image("pytorch/pytorch:*", "pytorch"),
+    Image("docker.io/pytorch/pytorch:*", "pytorch"),
+    Image("nvcr.io/nvidia/tao/*", "pytorch", private=True),
+    Image("nvcr.io/nvidia/nemo:*", "pytorch", private=True),
+    Image("python:*", "bare"),
+    Image("docker.io/library/python:*", "bare"),
+    Image("ubuntu:*", "bare"),
+    Image("debian:*", "bare"),
+    Image("anylaunch-dev:*", "dev"),
+)
+
+
+def lookup(image: str) -> Image | None:
+    return next((i for i in IMAGES if fnmatch.fnmatchcase(image, i.pattern)), None)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    path: str  # PATH inside the replica
+    binds: tuple[str, ...] = ()  # host directories seen read-only at the same path
+    hidden: tuple[str, ...] = field(default=())  # directories that are empty inside
+
+
+def _system_site_dirs() -> tuple[str, ...]:
+    """The distribution's site-packages of the system python3 (apt's python3-yaml...)."""
+    found = []
+    for pattern in ("/usr/lib/python3/dist-packages", "/usr/local/lib/python3*/dist-packages"):
+        found += [str(p) for p in sorted(Path("/").glob(pattern.lstrip("/"))) if p.is_dir()]
+    return tuple(found)
+
+
+def _base_prefix() -> str:
+    return os.path.realpath(sys.base_prefix)
+
+
+def profile(name: str) -> Profile:
+    """The profile `name`, built first if it needs building (pytorch)."""
+    hidden = _system_site_dirs()
+    if name == "bare":
+        return Profile("bare", SYSTEM_PATH, (), hidden)
+    if name == "pytorch":
+        venv = build_pytorch()
+        return Profile("pytorch", f"{venv}/bin:{SYSTEM_PATH}", (str(venv), _base_prefix()), hidden)
+    if name == "dev":
+        binds = [sys.prefix, _base_prefix()]
+        repo = _repository()
+        if repo is not None:
+            binds.append(str(repo))
+        return Profile("dev", f"{sys.prefix}/bin:{SYSTEM_PATH}", tuple(binds), hidden)
+    raise KeyError(name)
+
+
+def _repository() -> Path | None:
+    """The checkout anylaunch is installed from (editable install), if any."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "pyproject.toml").is_file():
+            return parent
+    return None
+
+
+def cache_dir() -> Path:
+    """Where built profiles live: inside the project's virtualenv, so hard links work
+    (same filesystem) and every emulator started from it shares one build."""
+    return Path(sys.prefix) / "share" / "anylaunch-lepton-images"
+
+
+def _closure(root: str) -> list[metadata.Distribution]:
+    """`root` and every distribution it requires (markers evaluated for this Python)."""
+    from packaging.requirements import Requirement
+
+    seen: dict[str, metadata.Distribution] = {}
+    todo = [root]
+    while todo:
+        name = todo.pop()
+        key = name.lower().replace("_", "-")
+        if key in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        seen[key] = dist
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return list(seen.values())
+
+
+def build_pytorch() -> Path:
+    """A virtualenv with torch and its requirements only; built once, then reused."""
+    target = cache_dir() / f"pytorch-{TORCH_VERSION}"
+    if (target / ".complete").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / ".complete").exists():
+            return target
+        dists = _closure("torch")
+        if not any(d.metadata["Name"].lower() == "torch" for d in dists):
+            raise RuntimeError(
+                f"the pytorch image profile needs torch=={TORCH_VERSION} in {sys.prefix}"
+            )
+        shutil.rmtree(target, ignore_errors=True)
+        base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+        subprocess.run([base, "-m", "venv", "--without-pip", str(target)], check=True)
+        site = Path(
+            sysconfig.get_path("purelib", vars={"base": str(target), "platbase": str(target)})
+        )
+        for dist in dists:
+            _link_distribution(dist, site)
+        (target / "bin" / "torchrun").write_text(
+            f"#!{target}/bin/python\nimport sys\nfrom torch.distributed.run import main\n"
+            "sys.exit(main())\n"
+        )
+        (target / "bin" / "torchrun").chmod(0o755)
+        (target / ".complete").write_text(TORCH_VERSION + "\n")
+    return target
+
+
+def _link_distribution(dist: metadata.Distribution, site: Path) -> None:
+    """Hard-link a distribution's files (its RECORD) into `site`; copy across devices."""
+    for item in dist.files or []:
+        source = Path(str(dist.locate_file(item)))
+        rel = Path(str(item))
+        if rel.is_absolute() or ".." in rel.parts or not source.is_file():
+            continue  # scripts in bin/ and the like: not part of site-packages
+        dest = site / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, dest)
+        except FileExistsError:
+            continue
+        except OSError:
+            shutil.copy2(source, dest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m anylaunch.lepton.emulator.images build`: build the profiles now."""
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["build"]:
+        print("usage: python -m anylaunch.lepton.emulator.images build", file=sys.stderr)
+        return 2
+    print(f"pytorch image profile: {build_pytorch()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
