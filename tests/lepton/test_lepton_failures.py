@@ -56,6 +56,16 @@ def test_image_pull_failure_points_at_ngc_key(sdk, emulator, monkeypatch):
     assert api.get(fixed).wait(timeout=30) is State.SUCCEEDED
 
 
+def test_an_unknown_private_image_is_an_image_pull_failure(sdk, emulator):
+    job_id = submit(sdk, "unknown-image", image="registry.example.com/team/private:1")
+    replicas = wait_until(
+        lambda: (r := sdk.get_job_replicas(job_id)) and "readiness_issue" in r[0]["status"] and r,
+        what="a readiness issue",
+    )
+    assert replicas[0]["status"]["readiness_issue"]["reason"] == "Failed"
+    assert sdk.get_failure_analysis(job_id)["err_class"] == "ERR_IMAGE_PULL"
+
+
 def test_job_queued_past_the_threshold_suggests_another_shape_or_node_group(sdk, emulator):
     emulator.add_fault(kind="stuck_queue", job="queued-*")
     job_id = submit(sdk, "queued")
