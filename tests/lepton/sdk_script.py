@@ -28,9 +28,7 @@ spec = LeptonJobUserSpec(
     ),
     envs=[EnvVar(name="A", value="1")],
 )
-job = client.job.create(
-    LeptonJob(metadata=Metadata(id="sdk-job", labels={"team": "x"}), spec=spec)
-)
+job = client.job.create(LeptonJob(metadata=Metadata(id="sdk-job", labels={"team": "x"}), spec=spec))
 job_id = job.metadata.id_
 out["created"] = {"id": job_id, "name": job.metadata.name}
 

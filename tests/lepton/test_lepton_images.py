@@ -86,7 +86,7 @@ def test_a_bare_replica_has_the_standard_library_and_only_its_declared_mount(emu
 
 def test_the_pytorch_image_has_torch_and_not_anylaunch(emulator):
     probe = (
-        'python3 -c "import torch; print(\'torch\', torch.__version__)";'
+        "python3 -c \"import torch; print('torch', torch.__version__)\";"
         ' python3 -c "import anylaunch" 2>/dev/null || echo no-anylaunch;'
         " command -v torchrun >/dev/null && echo has-torchrun"
     )
