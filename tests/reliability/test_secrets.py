@@ -52,9 +52,8 @@ def _job(tmp_path: Path, uri: str, backend: str) -> Path:
     section = {
         "local": "local: {}\n",
         "slurm": "slurm: {}\n",
-        # The in-job stager still needs anylaunch in the image: the emulator's image built
-        # from this repository. NGC_KEY still becomes a workspace secret of the job.
-        "lepton": "image: anylaunch-dev:latest\nlepton: {resource_shape: cpu.small}\n",
+        # An nvcr.io image: NGC_KEY becomes the workspace's image pull secret.
+        "lepton": "image: nvcr.io/nvidia/pytorch:24.01-py3\nlepton: {resource_shape: cpu.small}\n",
     }[backend]
     data = tmp_path / "staged" / "data.txt"  # the same path on the nodes: this host
     path = tmp_path / "job.yaml"

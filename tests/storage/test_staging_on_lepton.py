@@ -1,16 +1,9 @@
 """Staging on the Lepton backend against the emulator: replicas stage inputs in from the
-devstack S3 server, worker 0 uploads the outputs."""
+devstack S3 server, worker 0 uploads the outputs, in a bare image (python3 only)."""
 
 from __future__ import annotations
 
-import sys
-
 from anylaunch.lepton.emulator.server import Emulator
-
-# In-job staging still runs `python -m anylaunch.storage`, so the image must have
-# anylaunch (and boto3): the emulator's image built from this repository. A bare image
-# cannot stage until the in-job stager needs python3 only.
-DEV_IMAGE = "anylaunch-dev:latest"
 
 READER = (
     "import os, pathlib; files = sorted(p.name for p in pathlib.Path('data').iterdir());"
@@ -27,10 +20,10 @@ def test_lepton_replicas_read_s3_inputs_and_worker_0_uploads(
         s3client.put_object(Bucket=bucket, Key=f"train/{name}", Body=name.encode())
     path = write(
         f"""
-        image: {DEV_IMAGE}
+        image: python:3.11
         launcher: none
         nodes: 2
-        command: [{sys.executable}, -c, "{READER}"]
+        command: [python3, -c, "{READER}"]
         inputs: {{data: s3://{bucket}/train/}}
         outputs: {{results: s3://{bucket}/out/}}
         lepton: {{}}
