@@ -475,7 +475,7 @@ async def control_faults(request: Request) -> Response:
     elif request.method == "POST":
         body = await request.json()
         try:
-            world.faults.add(
+            world.add_faults(
                 [Fault.model_validate(f) for f in (body if isinstance(body, list) else [body])]
             )
         except ValidationError as exc:

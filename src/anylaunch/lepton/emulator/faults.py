@@ -72,9 +72,12 @@ class FaultBook:
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
 
-    def add(self, faults: list[Fault]) -> None:
+    def add(self, faults: list[Fault]) -> int:
+        """Add faults; returns the index of the first one added."""
         with self._lock:
+            start = len(self._faults)
             self._faults.extend(faults)
+            return start
 
     def clear(self) -> None:
         with self._lock:
@@ -95,11 +98,13 @@ class FaultBook:
                     return fault
         return None
 
-    def for_job(self, name: str) -> list[Fault]:
-        """The job faults a newly created job carries for its whole life."""
+    def for_job(self, name: str, start: int = 0) -> list[Fault]:
+        """The job faults a job carries for its whole life (those from index `start` on)."""
         out = []
         with self._lock:
             for index, fault in enumerate(self._faults):
+                if index < start:
+                    continue
                 if (
                     fault.kind in JOB_KINDS
                     and _match(fault.job, name)

@@ -15,7 +15,7 @@ from typing import Any
 
 from anylaunch.lepton.emulator import validate
 from anylaunch.lepton.emulator.faults import FaultBook
-from anylaunch.lepton.emulator.jobs import JobRun, suffix
+from anylaunch.lepton.emulator.jobs import TERMINAL, JobRun, suffix
 
 ALIVE_HIDDEN = frozenset({"Deleted", "Archived"})
 
@@ -61,6 +61,14 @@ class World:
         finished = job.state in ("Completed", "Failed") and job.completion_ms
         if finished and ttl is not None and time.time() * 1000 - finished >= int(ttl) * 1000:
             job.move("Archived")
+
+    def add_faults(self, faults: list[Any]) -> None:
+        """Switch faults on; a job fault applies to the live jobs it matches, too."""
+        with self.lock:
+            start = self.faults.add(faults)
+            for job in self.jobs.values():
+                if job.state not in TERMINAL:
+                    job.faults += self.faults.for_job(job.name, start)
 
     # -- jobs -----------------------------------------------------------------------
 
