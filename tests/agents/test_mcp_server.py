@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import textwrap
 import time
@@ -226,6 +227,12 @@ def test_agent_runs_on_the_lepton_emulator_and_cancels(server_env, tmp_path, hom
 
     failing = failing_program(tmp_path)
     with Emulator(state_dir=tmp_path / "emulator", seed=7) as emu:
+        # Replicas see only their image and mounts: the programs go on the node group's
+        # Lustre volume, which jobs on that group see at /mnt/lustre.
+        volume = emu.world.volumes / "lustre" / "fsw" / "portfolios" / "edgeai"
+        volume.mkdir(parents=True)
+        shutil.copy(ROOT / "examples" / "ddp_demo.py", volume)
+        shutil.copy(failing, volume)
         env = {**server_env, **emu.env(), "NGC_KEY": "ngc-key-planted-0042"}
         lepton_secrets = [emu.token, "ngc-key-planted-0042"]
 
@@ -236,9 +243,14 @@ def test_agent_runs_on_the_lepton_emulator_and_cancels(server_env, tmp_path, hom
             assert isinstance(volumes, list)
 
             demo = str(ROOT / "examples" / "ddp_demo.yaml")
-            lepton = ["nodes=1", "gpus_per_node=2", "image=nvcr.io/nvidia/pytorch:25.08-py3"]
-            script = str(ROOT / "examples" / "ddp_demo.py")
-            command = ["python", script, "--steps", "5", "--checkpoint-dir", str(tmp_path / "c")]
+            lepton = [
+                "nodes=1",
+                "gpus_per_node=2",
+                "image=nvcr.io/nvidia/pytorch:25.08-py3",
+                "lepton.dedicated_node_group=h100-pool",
+            ]
+            script = "/mnt/lustre/ddp_demo.py"
+            command = ["python", script, "--steps", "5", "--checkpoint-dir", "/mnt/lustre/c"]
             job = await agent.call(
                 "run", file=demo, overrides=lepton, command=command, backend="lepton"
             )
@@ -249,8 +261,8 @@ def test_agent_runs_on_the_lepton_emulator_and_cancels(server_env, tmp_path, hom
 
             bad = await agent.call(
                 "run",
-                yaml=f"name: oom-job\nimage: python:3.11\ncommand: python {failing}\n"
-                "launcher: none\nlepton: {}\n",
+                yaml=f"name: oom-job\nimage: python:3.11\ncommand: python3 /mnt/lustre/{failing.name}\n"
+                "launcher: none\nlepton: {dedicated_node_group: h100-pool}\n",
             )
             assert (await agent.until_done(bad["id"]))["state"] == "FAILED"
             diagnosis = await agent.call("diagnose", job_id=bad["id"])
@@ -259,7 +271,7 @@ def test_agent_runs_on_the_lepton_emulator_and_cancels(server_env, tmp_path, hom
             sleeper = await agent.call(
                 "run",
                 yaml="name: sleeper\nimage: python:3.11\n"
-                "command: python -c 'import time; time.sleep(600)'\n"
+                "command: python3 -c 'import time; time.sleep(600)'\n"
                 "launcher: none\nlepton: {}\n",
             )
             stopped = await agent.call("cancel", job_ids=[sleeper["id"]])

@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
-PY = sys.executable
+from lepton_helpers import MOUNT, NODE_GROUP, on_volume, volume_dir
+
+PY = "python3"  # the images' interpreter; replicas do not see this machine's venv
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
+# Replicas see only their image and mounts: programs go on the node group's volume.
+ON_VOLUME = f"{MOUNT}/programs"
 RAW_TORCHRUN = (
     "torchrun --nnodes=$NNODES --nproc-per-node=2 --node-rank=$NODE_RANK"
-    " --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT " + str(PROGRAMS / "gloo_world.py")
+    f" --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT {ON_VOLUME}/gloo_world.py"
 )
 
 
-def test_the_raw_torchrun_line_runs_two_replicas_of_two_ranks(lcli, write):
+def test_the_raw_torchrun_line_runs_two_replicas_of_two_ranks(lcli, write, emulator):
+    on_volume(emulator, PROGRAMS / "gloo_world.py")
     path = write(
         f"""
         image: nvcr.io/nvidia/pytorch:25.08-py3
@@ -26,7 +30,7 @@ def test_the_raw_torchrun_line_runs_two_replicas_of_two_ranks(lcli, write):
         command: {RAW_TORCHRUN}
         env:
           OMP_NUM_THREADS: 1
-        lepton: {{}}
+        lepton: {{dedicated_node_group: {NODE_GROUP}}}
         """
     )
     dry = lcli("run", str(path), "--dry-run")
@@ -42,14 +46,16 @@ def test_the_raw_torchrun_line_runs_two_replicas_of_two_ranks(lcli, write):
     assert found == {("0", "0", "0"), ("0", "1", "0"), ("1", "2", "1"), ("1", "3", "1")}, logs
 
 
-def test_a_list_is_literal_and_a_string_expands_on_the_replica(lcli, write, tmp_path):
-    marker = tmp_path / "PWNED"
-    literal = [PY, str(PROGRAMS / "show_argv.py"), f"$(touch {marker})", "$HOME", "`id`"]
+def test_a_list_is_literal_and_a_string_expands_on_the_replica(lcli, write, emulator):
+    on_volume(emulator, PROGRAMS / "show_argv.py")
+    # On the shared volume, so this machine would see it if a shell ever ran the touch.
+    marker = volume_dir(emulator) / "PWNED"
+    literal = [PY, f"{ON_VOLUME}/show_argv.py", f"$(touch {MOUNT}/PWNED)", "$HOME", "`id`"]
     job = {
         "image": "python:3.11",
         "launcher": "none",
         "command": literal,
-        "lepton": {},
+        "lepton": {"dedicated_node_group": NODE_GROUP},
     }
     path = write(json.dumps(job).replace("$", "$$"))
     result = lcli("run", str(path), "--json", timeout=300)
@@ -57,9 +63,10 @@ def test_a_list_is_literal_and_a_string_expands_on_the_replica(lcli, write, tmp_
     assert f"ARGV {json.dumps(literal[2:])}" in lcli("logs", result.json()["id"]).out
     assert not marker.exists()
 
-    show = f"{PY} {PROGRAMS / 'show_argv.py'}"
+    show = f"{PY} {ON_VOLUME}/show_argv.py"
     path = write(
-        f"image: python:3.11\nlauncher: none\nnodes: 2\nlepton: {{}}\n"
+        f"image: python:3.11\nlauncher: none\nnodes: 2\n"
+        f"lepton: {{dedicated_node_group: {NODE_GROUP}}}\n"
         # PATH names itself: the replica's own PATH, extended (`tr` is found through it).
         f"env: {{WHERE: 'rank-$NODE_RANK-of-$NNODES', RAW: '$$(touch PWNED)',"
         " PATH: '/opt/none/bin:$PATH'}\n"

@@ -2,11 +2,12 @@
 
 A real Lepton replica runs in the image the job names, and only what that image ships
 is there. The emulator has no container runtime, so each known image maps to a profile:
-a Python interpreter and the host directories a replica sees, read-only, at the same
-paths. Everything else of the host stays out of the replica's root (see sandbox.py).
+a Python interpreter and the host directories a replica sees, read-only, under
+/opt/image (the dev image: at their own paths). Everything else of the host stays out of the replica's root (see sandbox.py).
 
 - `bare`: the system python3 with its standard library only (the distribution's
-  dist-packages are hidden). python:*, ubuntu:* and debian:* images.
+  dist-packages are hidden). ubuntu:* and debian:* images.
+- `python`: bare, plus the `python` command that the python:* images also have.
 - `pytorch`: python3 with torch 2.13.0 and the packages torch needs, nothing else: a
   virtualenv whose site-packages holds hard links to those packages only.
   nvcr.io/nvidia/pytorch:* and the pytorch/pytorch images.
@@ -33,7 +34,11 @@ from importlib import metadata
 from pathlib import Path
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Where an image's own files appear in a replica (as /opt/conda does in some images);
+# built on this host elsewhere, never at the same path.
+IMAGE_ROOT = "/opt/image"
 TORCH_VERSION = "2.13.0"
+PROFILE_FORMAT = 2  # bump when a built profile's layout changes
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,8 @@ IMAGES = (
     Image("docker.io/pytorch/pytorch:*", "pytorch"),
     Image("nvcr.io/nvidia/tao/*", "pytorch", private=True),
     Image("nvcr.io/nvidia/nemo:*", "pytorch", private=True),
-    Image("python:*", "bare"),
-    Image("docker.io/library/python:*", "bare"),
+    Image("python:*", "python"),
+    Image("docker.io/library/python:*", "python"),
     Image("ubuntu:*", "bare"),
     Image("debian:*", "bare"),
     Image("anylaunch-dev:*", "dev"),
@@ -65,7 +70,8 @@ def lookup(image: str) -> Image | None:
 class Profile:
     name: str
     path: str  # PATH inside the replica
-    binds: tuple[str, ...] = ()  # host directories seen read-only at the same path
+    # (host directory, path in the replica): seen read-only there
+    binds: tuple[tuple[str, str], ...] = ()
     hidden: tuple[str, ...] = field(default=())  # directories that are empty inside
 
 
@@ -86,16 +92,36 @@ def profile(name: str) -> Profile:
     hidden = _system_site_dirs()
     if name == "bare":
         return Profile("bare", SYSTEM_PATH, (), hidden)
+    if name == "python":
+        alias = str(_python_alias())
+        return Profile(
+            "python", f"{IMAGE_ROOT}/bin:{SYSTEM_PATH}", ((alias, f"{IMAGE_ROOT}/bin"),), hidden
+        )
     if name == "pytorch":
-        venv = build_pytorch()
-        return Profile("pytorch", f"{venv}/bin:{SYSTEM_PATH}", (str(venv), _base_prefix()), hidden)
+        venv, base = str(build_pytorch()), _base_prefix()
+        binds = ((venv, f"{IMAGE_ROOT}/venv"), (base, base))
+        return Profile("pytorch", f"{IMAGE_ROOT}/venv/bin:{SYSTEM_PATH}", binds, hidden)
     if name == "dev":
         binds = [sys.prefix, _base_prefix()]
         repo = _repository()
         if repo is not None:
             binds.append(str(repo))
-        return Profile("dev", f"{sys.prefix}/bin:{SYSTEM_PATH}", tuple(binds), hidden)
+        return Profile(
+            "dev", f"{sys.prefix}/bin:{SYSTEM_PATH}", tuple((b, b) for b in binds), hidden
+        )
     raise KeyError(name)
+
+
+def _python_alias() -> Path:
+    """A folder whose `python` is the system python3, as in the python:* images."""
+    folder = cache_dir() / "python-alias" / "bin"
+    if not (folder / "python").is_symlink():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".python-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to("/usr/bin/python3")
+        tmp.replace(folder / "python")
+    return folder
 
 
 def _repository() -> Path | None:
@@ -138,7 +164,7 @@ def _closure(root: str) -> list[metadata.Distribution]:
 
 def build_pytorch() -> Path:
     """A virtualenv with torch and its requirements only; built once, then reused."""
-    target = cache_dir() / f"pytorch-{TORCH_VERSION}"
+    target = cache_dir() / f"pytorch-{TORCH_VERSION}-v{PROFILE_FORMAT}"
     if (target / ".complete").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +186,7 @@ def build_pytorch() -> Path:
         for dist in dists:
             _link_distribution(dist, site)
         (target / "bin" / "torchrun").write_text(
-            f"#!{target}/bin/python\nimport sys\nfrom torch.distributed.run import main\n"
+            f"#!{IMAGE_ROOT}/venv/bin/python\nimport sys\nfrom torch.distributed.run import main\n"
             "sys.exit(main())\n"
         )
         (target / "bin" / "torchrun").chmod(0o755)

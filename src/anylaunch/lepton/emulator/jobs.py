@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import string
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from anylaunch.lepton.emulator import catalog, images, sandbox
 from anylaunch.lepton.emulator.faults import Fault
 from anylaunch.lepton.emulator.replicas import Replica
 
+# Without namespaces there are no images: replicas run on this machine, as they used to.
+_HOST_PATH = f"{Path(sys.executable).parent}:{images.SYSTEM_PATH}"
 TERMINAL = frozenset({"Completed", "Failed", "Stopped", "Deleted", "Archived"})
 _ALNUM = string.ascii_lowercase + string.digits
 
@@ -278,7 +281,7 @@ class JobRun:
                 home=home,
                 mounts=[(host, target) for host, target, _ in self._mounts()],
             ),
-            self._env(replica, profile.path),
+            self._env(replica, profile.path if sandbox.namespaces_work() else _HOST_PATH),
             home,
         )
 

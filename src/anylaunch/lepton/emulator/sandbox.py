@@ -8,7 +8,7 @@ holding only:
 
 - the system's /usr and /etc (read-only /usr, the distribution's Python packages hidden),
   /dev, /proc, /sys, an empty /tmp, and /etc/hosts listing the job's workers;
-- the directories of the image profile (images.py), read-only at their own paths;
+- the directories of the image profile (images.py), read-only under /opt/image;
 - the replica's home (its working directory);
 - each declared mount, bound from the emulator's volume directory at its mount path.
 
@@ -100,9 +100,9 @@ def wrap(
         lines.append(
             f"if [ -d {r}{q(hidden)} ]; then mount -t tmpfs -o ro,mode=755 none {r}{q(hidden)}; fi"
         )
-    for path in image.binds:
-        lines.append(f"mkdir -p {r}{q(path)} && mount --rbind {q(path)} {r}{q(path)}")
-        lines.append(f"mount -o remount,bind,ro {r}{q(path)} || true")
+    for host, inside in image.binds:
+        lines.append(f"mkdir -p {r}{q(inside)} && mount --rbind {q(host)} {r}{q(inside)}")
+        lines.append(f"mount -o remount,bind,ro {r}{q(inside)} || true")
     home.mkdir(parents=True, exist_ok=True)
     lines.append(f"mkdir -p {r}{q(str(home))} && mount --bind {q(str(home))} {r}{q(str(home))}")
     for source, target in mounts:
