@@ -47,6 +47,17 @@ def fill_store(root: Path, count: int) -> None:
     store.close()
 
 
+# The dry-run of a 2-node x 8-GPU job: no cluster is touched, so this is start-up, the
+# job file's validation and the plan's rendering.
+_DRY = "name: bench\ncommand: python train.py --lr 0.1\nnodes: 2\ngpus_per_node: 8\n"
+_IMAGE = "image: nvcr.io/nvidia/pytorch:25.08-py3\n"
+DRY_RUN_JOBS = {
+    "local": _DRY + "launcher: torchrun\n",
+    "slurm": _DRY + _IMAGE + "slurm: {partition: gpu, time: '01:00:00'}\n",
+    "lepton": _DRY + _IMAGE + "lepton: {resource_shape: gpu.8xh100-sxm}\n",
+}
+
+
 def run(rounds: int = 15, jobs: int = 100_000) -> list[Row]:
     python = sys.executable
     bindir = Path(python).parent
@@ -61,6 +72,12 @@ def run(rounds: int = 15, jobs: int = 100_000) -> list[Row]:
             "anylaunch --help": [*base, "--help"],
             f"anylaunch ps ({jobs:,} jobs)": [*base, "ps"],
         }
+        for backend, text in DRY_RUN_JOBS.items():
+            path = home / f"dry-{backend}.yaml"
+            path.write_text(text)
+            commands[f"anylaunch run --dry-run ({backend}, 2x8)"] = [
+                *base, "run", str(path), "--backend", backend, "--dry-run",
+            ]  # fmt: skip
         missing = []
         for name, argv in others.commands().items():
             if argv is None:
@@ -76,6 +93,7 @@ def run(rounds: int = 15, jobs: int = 100_000) -> list[Row]:
 
     bare = medians["python -c pass"]
     goals = {"anylaunch --help": 10.0, f"anylaunch ps ({jobs:,} jobs)": 10.0}
+    goals.update({f"anylaunch run --dry-run ({b}, 2x8)": 10.0 for b in DRY_RUN_JOBS})
     rows = []
     for name, value in medians.items():
         goal = goals.get(name)
