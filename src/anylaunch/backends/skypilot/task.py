@@ -109,7 +109,7 @@ def run_script(
     # Per node: virtual nodes of one host (the devstack) must not share files.
     runtime_word = f'"${{TMPDIR:-/tmp}}/anylaunch-{job_id}-node$NODE_RANK/{runtime.FILE_NAME}"'
     before: list[str] = []
-    resume_step = resume.shell(ckpt_dir, runtime_word)
+    resume_step = resume.shell(ckpt_dir, runtime_word, image=spec.image)
     if resume_step:
         before += [
             "# resume contract: the newest complete checkpoint (anylaunch.resume)",
@@ -126,7 +126,7 @@ def run_script(
             before.append(fill)
     if before:
         # The in-job runtime travels in the run script: nothing is downloaded at start.
-        before.insert(0, runtime.write_shell(runtime_word, None, "resume"))
+        before.insert(0, runtime.write_shell(runtime_word, spec.image, "resume"))
     # `/opt/venv/bin/python train.py` runs torchrun under that interpreter (the command's
     # own absolute python wins); otherwise the image's python.
     return node_script.render(
