@@ -208,3 +208,19 @@ def test_a_value_naming_itself_extends_what_the_node_had(tmp_path):
     )  # fmt: skip
     assert "export A=" not in render(node)
     assert run(node, tmp_path).stdout == f"/opt/x/bin:{tmp_path}/bin:/usr/bin:/bin\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "target"),
+    [
+        (["python", "t.py", "--x"], "t.py --x"),
+        (["/opt/py/bin/python3", "-m", "pkg"], "-m pkg"),
+        (["train.py"], "train.py"),
+        ([PY, "-c", "print(1)"], f"--no-python {PY} -c 'print(1)'"),
+        (["python", "-u", "t.py"], "--no-python python -u t.py"),
+        (["./run.sh", "$X"], "--no-python ./run.sh '$X'"),
+    ],
+)
+def test_a_listed_command_under_torchrun_drops_python_only_before_a_script(argv, target):
+    line = command.program(argv, "torchrun", torchrun=Torchrun(1)).line
+    assert line.endswith(f"--max-restarts 0 {target}")

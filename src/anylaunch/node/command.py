@@ -97,8 +97,10 @@ def program(
         )
     argv: list[Word] = [_config_word(arg, config) for arg in command]
     if launcher == "torchrun" and torchrun is not None:
-        python = command[0] if command and _absolute_python(command[0]) else None
-        argv = [*torchrun.head(python), *_torchrun_target(list(command), argv)]
+        plain = list(command)
+        script = len(plain) > 1 and bool(_PYTHON.fullmatch(plain[0])) and _is_script(plain[1])
+        python = plain[0] if script and _absolute_python(plain[0]) else None
+        argv = [*torchrun.head(python), *_torchrun_target(plain, argv)]
     return Program(prefix + words(argv))
 
 
@@ -119,7 +121,7 @@ def python_script(line: str) -> tuple[str | None, str] | None:
         return None  # a quoted first word: leave it to bash
     first, rest = parts[0], (match.group(2) or "").strip()
     if _PYTHON.fullmatch(first):
-        if len(parts) < 2 or not (parts[1] == "-m" or parts[1].endswith(".py")):
+        if len(parts) < 2 or not _is_script(parts[1]):
             return None
         return (first if _absolute_python(first) else None), rest
     if first.endswith(".py"):
@@ -145,14 +147,19 @@ def _absolute_python(arg: str) -> bool:
     return arg.startswith("/") and bool(_PYTHON.fullmatch(arg))
 
 
+def _is_script(arg: str) -> bool:
+    return arg == "-m" or arg.endswith(".py")
+
+
 def _torchrun_target(plain: list[str], argv: list[Word]) -> list[Word]:
     """What follows torchrun's options: a script, `-m module`, or `--no-python exe`.
 
-    A leading `python` is dropped, since torchrun starts the interpreter itself.
+    A leading python before a script or `-m` is dropped, since torchrun starts the
+    interpreter itself; any other python call (`python -c ...`) runs as an executable.
     """
-    if plain and (plain[0] in ("python", "python3") or _PYTHON.fullmatch(plain[0])):
-        plain, argv = plain[1:], argv[1:]
-    if not plain or plain[0] == "-m" or plain[0].endswith(".py") or plain[0] == "--no-python":
+    if len(plain) > 1 and _PYTHON.fullmatch(plain[0]) and _is_script(plain[1]):
+        return argv[1:]
+    if not plain or _is_script(plain[0]) or plain[0] == "--no-python":
         return argv
     return ["--no-python", *argv]
 
