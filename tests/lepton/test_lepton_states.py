@@ -28,6 +28,13 @@ def test_an_archived_job_keeps_how_it_ended():
     assert to_state(job("Archived", failed=1)) is State.FAILED
     assert to_state(job("Archived")) is State.CANCELLED  # stopped before anything ended
     assert seed_status("Failed") == "Error"
+    for counters, seed in (
+        ({"succeeded": 2}, "Complete"),
+        ({"failed": 1}, "Error"),
+        ({}, "Cancelled"),
+    ):
+        archived = job("Archived", **counters)
+        assert seed_status("Archived", archived.status) == seed
 
 
 def test_retry_failed_picks_failed_splits_and_never_a_cancelled_one():

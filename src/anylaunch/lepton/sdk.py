@@ -157,7 +157,7 @@ class LeptonSDK:
         status = job.status or wire.JobStatus()
         return {
             "job_id": job.metadata.id,
-            "status": seed_status(status.state),
+            "status": seed_status(status.state, status),
             "state": status.state or "UNK",
             "ready": status.ready,
             "active": status.active,

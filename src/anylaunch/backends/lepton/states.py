@@ -56,12 +56,17 @@ def exit_code(events: list[wire.Event]) -> int | None:
     return None
 
 
-def seed_status(state: str) -> str:
+def seed_status(state: str, status: wire.JobStatus | None = None) -> str:
     """The seed's coarse status: Pending / Running / Complete / Error, plus Cancelled.
 
-    A job someone stopped did not fail: it reads Cancelled, never Error.
+    A job someone stopped did not fail: it reads Cancelled, never Error. An archived job
+    reads as it ended (its counters say how).
     """
-    if state == "Completed" or state == "Archived":
+    if state == "Archived":
+        archived = {State.SUCCEEDED: "Complete", State.FAILED: "Error"}
+        found = to_state(wire.LeptonJob(metadata=wire.Metadata(), status=status))
+        return archived.get(found, "Cancelled")
+    if state == "Completed":
         return "Complete"
     if state in ("Stopped", "Deleted"):
         return "Cancelled"
