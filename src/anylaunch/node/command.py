@@ -34,9 +34,11 @@ class Torchrun:
     nproc_per_node: int
     launcher: Sequence[Word] = ("torchrun",)
     max_restarts: int = 0
+    # What follows an interpreter named in the command to start torchrun under it.
+    entry: Sequence[Word] = ("-m", "torch.distributed.run")
 
     def head(self, python: str | None = None) -> list[Word]:
-        launcher = [python, "-m", "torch.distributed.run"] if python else list(self.launcher)
+        launcher = [python, *self.entry] if python else list(self.launcher)
         return [
             *launcher,
             "--nnodes", var("NNODES"),

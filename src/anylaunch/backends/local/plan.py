@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shlex
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -23,6 +25,7 @@ from anylaunch.spec import JobSpec
 from anylaunch.storage import manifest
 
 RECIPE_FILE = "recipe.yaml"
+AGENT_FILE = "torchrun_agent.py"
 
 
 def render(spec: JobSpec, ctx: PlanContext) -> Plan:
@@ -56,11 +59,17 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
 
     profile = spec.profile if spec.profile and spec.profile.enabled(spec) else None
     nsys_dir = f"{(profile.output_dir if profile and profile.output_dir else str(job_dir))}/nsys"
+    agent = str(job_dir / AGENT_FILE)
     torchrun = command.Torchrun(
         nproc_per_node=rdzv.nproc_per_node,
-        launcher=(values["python"], "-m", "torch.distributed.run"),
+        launcher=(values["python"], agent),
         max_restarts=section.max_restarts if section else 0,
+        entry=(agent,),
     )
+    # Node 0's agent hosts the rendezvous store: it stays open until every other node
+    # has ended (see torchrun_agent.py).
+    release = str(job_dir / "rendezvous-released")
+    hold = spec.launcher == "torchrun" and rdzv.nnodes > 1
     nodes = []
     for rank in range(rdzv.nnodes):
         env = {
@@ -68,6 +77,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
             "ANYLAUNCH_JOB_ID": ctx.job_id,
             "ANYLAUNCH_JOB_DIR": str(job_dir),
         }
+        if hold and rank == 0:
+            env["ANYLAUNCH_RDZV_RELEASE"] = release
         # Each node reads its own copy when it fills in the checkpoint: no two shells
         # rewrite one file.
         recipe_path = str(job_dir / (f"recipe-node-{rank}.yaml" if fill else RECIPE_FILE))
@@ -98,11 +109,15 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
                 "log": str(job_dir / "logs" / f"node-{rank}.log"),
             }
         )
+    if spec.launcher == "torchrun":
+        files[AGENT_FILE] = _agent_source()
     payload = {
         "workdir": values["workdir"],
         "kill_grace_s": section.kill_grace_s if section else 10.0,
         "nodes": nodes,
     }
+    if hold:
+        payload["rdzv_release"] = release
     if profile is not None:
         payload["nsys_dir"] = nsys_dir
         payload["nsys_reports"] = f"{nsys_dir}/*.nsys-rep"
@@ -169,3 +184,8 @@ def describe(plan: Plan) -> str:
             f"# secrets passed from the submitting environment: {', '.join(plan.secret_env)}"
         )
     return "\n".join(out)
+
+
+@cache
+def _agent_source() -> str:
+    return resources.files(__package__).joinpath(AGENT_FILE).read_text(encoding="utf-8")

@@ -88,8 +88,13 @@ def main(job_dir: Path) -> int:
 
     first_failure: tuple[int, int] | None = None  # (node rank, exit code)
     failed_at = 0.0
+    release = payload.get("rdzv_release")
     while True:
         codes = [p.poll() for p in procs]
+        if release and all(code is not None for code in codes[1:]):
+            # Node 0's agent holds the rendezvous store open until no other node needs it.
+            Path(release).touch()
+            release = None
         if stop["signal"] is not None:
             _terminate_tree(grace)
             return _finish(job_dir, store, job_id, State.CANCELLED, None, "cancelled")
