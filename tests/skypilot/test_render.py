@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -47,39 +46,6 @@ def test_seed_spot_example_renders_an_offline_managed_task_with_recovery_and_che
     assert "--nproc-per-node 8" in task["run"] and "ANYLAUNCH_RESUME_FROM" in task["run"]
     assert task["secrets"] == {"HF_TOKEN": None}
     assert "hf_seed_token_value" not in result.out
-
-
-# `import sky` alone, warm, on this machine when it is quiet (reference/prior-art.md §3).
-QUIET_SKY_IMPORT_S = 1.85
-
-
-def test_seed_spot_dry_run_takes_under_three_seconds(cli, seed_spot, tmp_path):
-    """The whole CLI, SkyPilot's import and its validation included: best of 3, fresh
-    state each time. SkyPilot's import is most of it and slows down when the 2-core
-    machine is shared, so the budget scales with how slow that import is right now;
-    anylaunch's own share must stay under one second either way."""
-    import subprocess
-
-    dry, bare = float("inf"), float("inf")
-    for attempt in range(3):
-        home = tmp_path / f"h{attempt}"
-        home.mkdir()
-        env = {**os.environ, **OFFLINE, "HOME": str(home)}
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import sky"], env=env, check=True)
-        bare = min(bare, time.perf_counter() - start)
-        start = time.perf_counter()
-        result = cli(
-            "run",
-            str(seed_spot),
-            "--dry-run",
-            env={**OFFLINE, "HF_TOKEN": "x", "HOME": str(home), "ANYLAUNCH_HOME": str(home / "al")},
-        )
-        dry = min(dry, time.perf_counter() - start)
-        assert result.rc == 0, result.err
-    budget = 3.0 * max(1.0, bare / QUIET_SKY_IMPORT_S)
-    assert dry < budget, f"--dry-run {dry:.2f}s, budget {budget:.2f}s (import sky {bare:.2f}s)"
-    assert dry - bare < 1.0, f"anylaunch adds {dry - bare:.2f}s to SkyPilot's import"
 
 
 def test_dry_run_text_is_the_task_yaml_sky_launch_reads(cli, seed_spot, sky_home):
