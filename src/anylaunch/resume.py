@@ -33,15 +33,23 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from anylaunch import runtime
-from anylaunch.runtime import anylaunch_job
 
 if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
 
 RESUME_ENV = "ANYLAUNCH_RESUME_FROM"
 CHECKPOINT_ENV = "ANYLAUNCH_CHECKPOINT_DIR"
-# Stands for `restore_from.path` in a rendered recipe until the job knows the checkpoint.
-PLACEHOLDER = anylaunch_job.PLACEHOLDER
+
+
+def __getattr__(name: str) -> Any:
+    # PLACEHOLDER stands for `restore_from.path` in a rendered recipe until the job knows
+    # the checkpoint. It lives in the in-job runtime, a large module that every plan
+    # would otherwise import at start-up only for this string.
+    if name == "PLACEHOLDER":
+        from anylaunch.runtime import anylaunch_job
+
+        return anylaunch_job.PLACEHOLDER
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def checkpoint_dir(spec: JobSpec) -> str | None:
@@ -82,6 +90,8 @@ def recipe_for_resume(recipe: dict[str, Any]) -> dict[str, Any]:
     if restore_path(recipe) is None:
         return recipe
     out = copy.deepcopy(recipe)
+    from anylaunch.runtime.anylaunch_job import PLACEHOLDER
+
     out["restore_from"]["path"] = PLACEHOLDER
     return out
 

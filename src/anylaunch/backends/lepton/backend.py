@@ -12,7 +12,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
 from anylaunch.backends.lepton import plan as lepton_plan
@@ -20,13 +20,15 @@ from anylaunch.backends.lepton import resolve, states
 from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
 from anylaunch.lepton import wire
-from anylaunch.lepton.client import LeptonClient
 from anylaunch.lepton.errors import LeptonError, LeptonNotFound, LeptonUnavailable
 from anylaunch.plan import Plan
 from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
+
+if TYPE_CHECKING:  # the client (httpx) is imported when a call is made, not by a dry-run
+    from anylaunch.lepton.client import LeptonClient
 
 PENDING_PREFIX = "pending:"  # native id while a resubmission is being created
 NGC_REGISTRY = "nvcr.io"
@@ -37,9 +39,13 @@ class LeptonBackend:
     capabilities: ClassVar[Capabilities] = Capabilities(log_follow=True)
 
     def __init__(self, client_factory: Any = None) -> None:
-        self._client_factory = client_factory or LeptonClient
+        self._client_factory = client_factory
 
     def _client(self) -> LeptonClient:
+        if self._client_factory is None:
+            from anylaunch.lepton.client import LeptonClient
+
+            return LeptonClient()
         return self._client_factory()
 
     # -- render ---------------------------------------------------------------------

@@ -7,13 +7,15 @@ an explicit shape, no node group and explicit mounts renders without any API cal
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.errors import ConfigError
 from anylaunch.lepton import wire
-from anylaunch.lepton.client import LeptonClient
 from anylaunch.spec import JobSpec
+
+if TYPE_CHECKING:  # the client (httpx) is imported only when a call is made
+    from anylaunch.lepton.client import LeptonClient
 
 VOLUME_PREFERENCE = ("lustre", "filestore")
 SHAPES_TTL_S = 60.0
