@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -119,6 +120,20 @@ def offline_uv(stack: dict[str, str], cluster: str) -> None:
     )
     (home / ".local" / "bin").mkdir(parents=True, exist_ok=True)
     shutil.copy2(stack["DEVSTACK_SKY_UV"], home / ".local" / "bin" / "uv")
+
+
+@pytest.fixture
+def cluster(skystack):
+    """A fresh SkyPilot cluster name, torn down (`sky down`) after the test."""
+    name = f"al-e2e-{secrets.token_hex(3)}"
+    offline_uv(skystack, name)
+    yield name
+    subprocess.run(
+        [str(Path(sys.executable).parent / "sky"), "down", "-y", name],
+        env={**os.environ, **skystack},
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def dedent(text: str) -> str:

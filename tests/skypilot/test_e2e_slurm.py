@@ -13,14 +13,13 @@ import json
 import os
 import re
 import secrets
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, dedent, needs_sky, offline_uv
+from conftest import PROGRAMS, dedent, needs_sky
 
 # SkyPilot provisions an allocation and installs its runtime on it: about 40 s per launch
 # on a quiet machine, much more when the 2 cores are shared.
@@ -33,20 +32,6 @@ def skycli(cli, skystack):
         return cli(*args, env=skystack, timeout=timeout)
 
     return run
-
-
-@pytest.fixture
-def cluster(skystack):
-    """A fresh SkyPilot cluster name, torn down (`sky down`) after the test."""
-    name = f"al-e2e-{secrets.token_hex(3)}"
-    offline_uv(skystack, name)
-    yield name
-    subprocess.run(
-        [str(Path(sys.executable).parent / "sky"), "down", "-y", name],
-        env={**os.environ, **skystack},
-        capture_output=True,
-        timeout=120,
-    )
 
 
 def job_file(path: Path, cluster: str, body: str) -> Path:

@@ -103,14 +103,17 @@ class SkyPilotBackend:
             request = sdk.jobs_launch(task_obj, plan.name)
         else:
             request = sdk.launch(task_obj, payload["cluster_name"])
-        meta = {
-            "mode": payload["mode"],
-            "cluster_name": payload["cluster_name"],
-            "owns_cluster": payload["owns_cluster"],
-            "request_id": request,
-            "recoveries": 0,
-        }
-        return REQUEST + request, meta
+        return REQUEST + request, _launched(payload, request)
+
+    def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+        """Which of these jobs, recorded without a request id, the API server queued anyway:
+        found by the job id its task carries (ANYLAUNCH_JOB_ID in `run`). One call."""
+        found: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        for request, body in sdk.launch_requests():
+            for job in jobs:
+                if job.id not in found and f"ANYLAUNCH_JOB_ID={job.id}" in body:
+                    found[job.id] = (REQUEST + request, _launched(job.plan["payload"], request))
+        return found
 
     def _secret_values(self, plan: Plan, secrets: Mapping[str, str]) -> dict[str, str]:
         stashed = self._section_secrets.pop(plan.job_id, {})
@@ -282,6 +285,17 @@ class SkyPilotBackend:
         """The native failure behind a FAILED job (its detail starts with the status)."""
         word = (job.detail or "").split(":", 1)[0].split(" ", 1)[0]
         return states.diagnosis(word)
+
+
+def _launched(payload: Mapping[str, Any], request: str) -> dict[str, Any]:
+    """What the store keeps of a launch request the API server accepted."""
+    return {
+        "mode": payload["mode"],
+        "cluster_name": payload["cluster_name"],
+        "owns_cluster": payload["owns_cluster"],
+        "request_id": request,
+        "recoveries": 0,
+    }
 
 
 def split_by_node(text: str, nodes: int) -> list[str]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from anylaunch.backends.skypilot.validate import sky
+from anylaunch.errors import BackendError, SubmitOutcomeUnknown
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,7 +41,41 @@ def task(task_config: Mapping[str, Any], secrets: Mapping[str, str]) -> Any:
     )
 
 
+# The API server's names for the requests that start a job.
+LAUNCHES = ("sky.launch", "sky.jobs.launch")
+
+
+def _answer_may_be_lost(func: F) -> F:
+    """A launch whose connection broke after it was sent may have been queued by the API
+    server: that is an unknown outcome, looked up later (`launch_requests`). A connection
+    that was never made sent nothing, and stays an ordinary failure."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import requests
+
+        try:
+            return func(*args, **kwargs)
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            if _never_connected(exc):
+                raise BackendError(f"SkyPilot API server unreachable: {exc}") from None
+            raise SubmitOutcomeUnknown(f"SkyPilot API server: {exc}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _never_connected(exc: Exception) -> bool:
+    import requests
+    import urllib3
+
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
+
+
 @_stdout_to_stderr
+@_answer_may_be_lost
 def launch(task_obj: Any, cluster_name: str) -> str:
     """Start `sky launch` on the API server; returns the request id (provisioning runs on)."""
     # Autostop/autodown travel in the task's resources (resources.autostop).
@@ -48,9 +83,22 @@ def launch(task_obj: Any, cluster_name: str) -> str:
 
 
 @_stdout_to_stderr
+@_answer_may_be_lost
 def jobs_launch(task_obj: Any, name: str) -> str:
     """Start `sky jobs launch` (a managed job); returns the request id."""
     return str(sky().jobs.launch(task_obj, name=name))
+
+
+@_stdout_to_stderr
+def launch_requests() -> list[tuple[str, str]]:
+    """Every launch request the API server remembers, finished ones too, oldest first:
+    (request id, request body). One call."""
+    try:
+        rows = sky().api_status(all_status=True)
+    except Exception as exc:  # the server did not answer: nothing can be concluded
+        raise BackendError(f"SkyPilot API server: {exc}") from None
+    rows = sorted((r for r in rows if r.name in LAUNCHES), key=lambda r: r.created_at)
+    return [(row.request_id, row.request_body) for row in rows]
 
 
 @_stdout_to_stderr
