@@ -56,6 +56,21 @@ def _kill_supervisor(home: Path, job: dict, tmp_path: Path, ranks: int) -> None:
     FIGURES["supervisor kills"] += 1
 
 
+def _start_escaping_job_and_kill_its_supervisor(home: Path, tmp_path: Path) -> dict:
+    """Each node leaves a process in a session of its own, out of the reach of any signal
+    sent to the node: only the job id in its environment still names it."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    job = _start(
+        home,
+        tmp_path,
+        "launcher: none\nnodes: 2\n"
+        f"command: [bash, -c, 'setsid sleep 600 & touch {marks}/$NODE_RANK; wait']\n",
+    )
+    _kill_supervisor(home, job, tmp_path, ranks=2)
+    return job
+
+
 def test_a_killed_supervisors_torchrun_nodes_die_with_it_and_the_job_is_not_called_failed(
     home: Path, tmp_path: Path
 ) -> None:
@@ -87,18 +102,7 @@ def test_a_killed_supervisors_torchrun_nodes_die_with_it_and_the_job_is_not_call
 def test_what_escaped_a_killed_supervisor_is_ended_by_the_next_command_and_cancel_works(
     home: Path, tmp_path: Path
 ) -> None:
-    (tmp_path / "marks").mkdir()
-    marks = tmp_path / "marks"
-    # Each node leaves a process in a session of its own, out of the reach of any signal
-    # sent to the node: only the job id in its environment still names it.
-    job = _start(
-        home,
-        tmp_path,
-        "launcher: none\nnodes: 2\n"
-        "command: [bash, -c, 'setsid sleep 600 & touch "
-        f"{marks}/$NODE_RANK; wait']\n",
-    )
-    _kill_supervisor(home, job, tmp_path, ranks=2)
+    job = _start_escaping_job_and_kill_its_supervisor(home, tmp_path)
     stray = wait_until(
         lambda: [p for p in job_processes(job["id"]) if p.name() == "sleep"] or None,
         timeout=30,
@@ -118,15 +122,7 @@ def test_what_escaped_a_killed_supervisor_is_ended_by_the_next_command_and_cance
 def test_a_poll_after_a_supervisor_kill_ends_the_escaped_processes_and_reports_unknown(
     home: Path, tmp_path: Path
 ) -> None:
-    (tmp_path / "marks").mkdir()
-    marks = tmp_path / "marks"
-    job = _start(
-        home,
-        tmp_path,
-        "launcher: none\nnodes: 2\n"
-        f"command: [bash, -c, 'setsid sleep 600 & touch {marks}/$NODE_RANK; wait']\n",
-    )
-    _kill_supervisor(home, job, tmp_path, ranks=2)
+    job = _start_escaping_job_and_kill_its_supervisor(home, tmp_path)
 
     def settled() -> dict | None:
         view = load_json(_cli(home, tmp_path, "status", job["id"], "--json").stdout)
