@@ -1,4 +1,4 @@
-"""Job file -> JobSpec: parse, expand `${...}`, apply `--set`, validate, route (R-A1, R-X1).
+"""Job file -> JobSpec: parse, expand `${...}`, apply `--set`, validate, route.
 
 Every failure here is a ConfigError of one line naming file, line and key, raised before
 anything is stored or submitted.

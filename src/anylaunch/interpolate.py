@@ -1,4 +1,4 @@
-"""`${VAR}`, `${VAR:-default}`, `${pin:KEY}` and `$$` in job files (R-A7e, R-L1).
+"""`${VAR}`, `${VAR:-default}`, `${pin:KEY}` and `$$` in job files.
 
 Expansion happens once, at load time, so an unset variable is an error before anything
 runs. A bare `$VAR` is left as written: shell code in commands stays shell code. Every

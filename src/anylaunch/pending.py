@@ -1,9 +1,9 @@
-"""Why a job is pending, in plain words, and when to stop waiting (issue 7, R-L16).
+"""Why a job is pending, in plain words, and when to stop waiting.
 
 Backends report their native reason ("pending: Resources", Lepton's Queueing, SkyPilot's
 provisioning); this turns the ones people meet into what they mean and what to do.
-A job queued longer than a threshold with no node gets the seed's advice: the
-capacity it asks for is not there, so ask for something else.
+A job queued longer than a threshold with no node is unlikely to get one soon: the
+capacity it asks for is not there, so it is told to ask for something else.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pins file `versions.yaml` (R-L1): named images and wheels a job file refers to.
+"""The pins file `versions.yaml`: named images and wheels a job file refers to.
 
 A job file writes `image: ${pin:nemo}`; the pins file next to it (or the one named by
 `$ANYLAUNCH_VERSIONS`) holds `nemo: nvcr.io/nvidia/nemo:25.09`. Pinning in one place

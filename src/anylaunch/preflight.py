@@ -1,4 +1,4 @@
-"""Preflight (R-L3): checks before anything is submitted, each ok / warn / fail with a fix.
+"""Preflight: checks before anything is submitted, each ok / warn / fail with a fix.
 
 `anylaunch run` runs the quick ones (credentials, S3 paths, the backend's cheap checks)
 and stops on a failure; `anylaunch preflight FILE` also runs the deep ones that probe
@@ -55,7 +55,7 @@ class PreflightFailed(UsageError):
         return {**super().to_json(), "checks": [c.to_json() for c in self.failed]}
 
 
-# R-L2: what each backend cannot run without (or an alternative), and where to get it.
+# What each backend cannot run without (or an alternative), and where to get it.
 REQUIRED_ENV: dict[str, list[tuple[str, tuple[str, ...], str]]] = {
     "lepton": [
         (
@@ -177,7 +177,7 @@ def _storage(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]
 
 
 def _profiling(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
-    """R-A6: nsys is for short runs; its overhead and reports are large."""
+    """nsys is for short runs; its overhead and reports are large."""
     from anylaunch.spec import Profile
 
     profile = spec.profile or Profile()

@@ -1,4 +1,4 @@
-"""The multi-node environment contract every backend honours (DESIGN: launcher modes).
+"""The multi-node environment contract every backend honours, in every launcher mode.
 
 Every mode exports MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK and NUM_GPU_PER_NODE, so a
 job moves between backends unchanged. `none` (TAO convention) also exports WORLD_SIZE =

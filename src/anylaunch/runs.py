@@ -1,4 +1,4 @@
-"""A run's state across its splits, and `retry RUN --failed` (R-L14).
+"""A run's state across its splits, and `retry RUN --failed`.
 
 A split may have several attempts: each retry records a new job with the same run id
 and split id. The split's state is its newest attempt's; the run succeeded when every

@@ -126,7 +126,7 @@ class JobSpec(Strict):
     hooks: Hooks = Field(default_factory=Hooks)
     checkpoint: Checkpoint | None = None
     profile: Profile | None = None
-    # A run of parallel splits: a count, or one value per split (R-L14).
+    # A run of parallel splits: a count, or one value per split (each split's SPLIT_ID).
     splits: int | list[str | int | float | bool] | None = None
 
     local: LocalSection | None = None

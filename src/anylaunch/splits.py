@@ -1,4 +1,4 @@
-"""Parallel splits (R-L14): a run of N jobs from one spec, each told its SPLIT_ID.
+"""Parallel splits: a run of N jobs from one spec, each told its SPLIT_ID.
 
 Every split is an ordinary job in the store (with `run_id` and `split_id`), so `ps`,
 `status`, `logs` and `cancel` work on a split as on any job. Backends that declare

@@ -1,4 +1,4 @@
-"""The job store (R-X7): every job recorded on the submitting host, in SQLite (WAL).
+"""The job store: every job recorded on the submitting host, in SQLite (WAL).
 
 Several `anylaunch` processes (a `run` waiting, a `ps`, a detached supervisor writing the
 final state) share one file. WAL lets readers proceed during a write; writes take the

@@ -1,4 +1,4 @@
-"""Failure diagnosis (R-X6, R-L15/16): from exit codes, backend states, events and the
+"""Failure diagnosis on every backend: from exit codes, backend states, events and the
 log lines of every node to one class, its cause, a fix, and the evidence.
 
 `rules` is the readable table (pattern -> class); `lines` attributes each log line to

@@ -1,4 +1,4 @@
-"""DGX Cloud Lepton: the job API client, the seed's `LeptonSDK`, and a local emulator.
+"""DGX Cloud Lepton: the job API client, TAO's `LeptonSDK` surface, and a local emulator.
 
 `from anylaunch.lepton import LeptonSDK` imports httpx only then, not at CLI start-up.
 """

@@ -44,7 +44,7 @@ _M = TypeVar("_M", bound=BaseModel)
 
 @dataclass(frozen=True)
 class Credentials:
-    """Where the workspace API is and the token for it (R-L2). The token is never printed."""
+    """Where the workspace API is and the token for it. The token is never printed."""
 
     workspace_id: str
     token: str

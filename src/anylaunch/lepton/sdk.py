@@ -1,6 +1,6 @@
-"""`LeptonSDK`: the seed's TAO-on-Lepton SDK surface, on anylaunch's backend and store.
+"""`LeptonSDK`: the TAO SDK's Lepton surface, on anylaunch's backend and store.
 
-Method names and return shapes follow the seed (create_job, list_resource_shapes,
+Method names and return shapes follow TAO's SDK, so its callers work unchanged (create_job, list_resource_shapes,
 get_volumes, get_storage_permissions, get_job_status, get_job_replicas, get_job_logs,
 cancel, get_failure_analysis). Jobs made here are recorded in the anylaunch store like
 any other, so `anylaunch ps/logs/cancel` see them, and eviction resubmission applies.
@@ -77,7 +77,7 @@ class LeptonSDK:
         from anylaunch.spec import JobSpec
 
         if isinstance(command, str) and launcher == "none":
-            command = ["bash", "-c", command]  # the seed's command is a shell line
+            command = ["bash", "-c", command]  # TAO's command is a shell line
         section = {
             "gpu_count": gpu_count,
             "num_nodes": num_nodes,
@@ -150,14 +150,14 @@ class LeptonSDK:
     # -- one job --------------------------------------------------------------------
 
     def get_job_status(self, job_id: str) -> dict[str, Any]:
-        from anylaunch.backends.lepton.states import seed_status
+        from anylaunch.backends.lepton.states import sdk_status
 
         with self._client() as client:
             job = client.get_job(_native(job_id))
         status = job.status or wire.JobStatus()
         return {
             "job_id": job.metadata.id,
-            "status": seed_status(status.state, status),
+            "status": sdk_status(status.state, status),
             "state": status.state or "UNK",
             "ready": status.ready,
             "active": status.active,
@@ -353,7 +353,7 @@ def _volume_type(volume: wire.Volume) -> str:
 
 
 def _outputs(outputs: Sequence[str] | Mapping[str, str] | None, name: str) -> dict[str, str]:
-    """Container path -> S3 URI; a bare list of paths goes to S3_BUCKET_NAME (the seed's)."""
+    """Container path -> S3 URI; a bare list of paths goes to S3_BUCKET_NAME (as in TAO's SDK)."""
     if outputs is None:
         return {}
     if isinstance(outputs, Mapping):

@@ -1,7 +1,8 @@
 """Each platform's node variables -> the rendezvous contract, as the node's first lines.
 
 Every backend's node exports MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK and
-NUM_GPU_PER_NODE (DESIGN: launcher modes); the torchrun line reads them. The local
+NUM_GPU_PER_NODE, whatever the launcher mode, so a job moves between backends unchanged;
+the torchrun line reads them. The local
 backend sets them in each node's environment instead (`anylaunch.rendezvous.node_env`).
 """
 

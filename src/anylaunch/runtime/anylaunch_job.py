@@ -116,7 +116,7 @@ class S3Error(Exception):
 
 
 class Credentials:
-    """The seed's variables (S3_ENDPOINT_URL, ACCESS_KEY, SECRET_KEY, CLOUD_REGION), else
+    """TAO's variables (S3_ENDPOINT_URL, ACCESS_KEY, SECRET_KEY, CLOUD_REGION), else
     AWS's standard variables, else the shared credentials file (~/.aws/credentials)."""
 
     def __init__(

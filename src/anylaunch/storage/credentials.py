@@ -1,6 +1,6 @@
-"""Storage credentials for the job (R-L2, TAO's CLOUD_METADATA), and the pre-submit check.
+"""Storage credentials for the job (TAO's CLOUD_METADATA too), and the pre-submit check.
 
-The job gets the seed's variables (S3_ENDPOINT_URL, ACCESS_KEY, SECRET_KEY, CLOUD_REGION)
+The job gets the variables TAO's Lepton SDK uses (S3_ENDPOINT_URL, ACCESS_KEY, SECRET_KEY, CLOUD_REGION)
 and, for TAO containers, CLOUD_METADATA: `{"aws": {bucket: {access_key, secret_key,
 region, endpoint_url}}}`, since their entrypoints look credentials up per bucket under
 the URI's protocol key. Key names mark them as secrets, so they travel as secrets.

@@ -1,4 +1,4 @@
-"""The S3 client from the seed's variables (S3_ENDPOINT_URL, ACCESS_KEY, SECRET_KEY,
+"""The S3 client from TAO's variables (S3_ENDPOINT_URL, ACCESS_KEY, SECRET_KEY,
 CLOUD_REGION), else AWS's variables and shared credentials file.
 
 It is the in-job runtime's own client, so the pre-submit checks and the job speak S3

@@ -1,4 +1,4 @@
-"""Storage URIs: `s3://bucket/key` (an object or a prefix) and local paths (R-L9)."""
+"""Storage URIs: `s3://bucket/key` (an object or a prefix) and local paths."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lepton backend: jobs on DGX Cloud Lepton through its REST API (R-L2..R-L16, R-X4).
+"""The lepton backend: jobs on DGX Cloud Lepton through its REST API.
 
 `prepare` asks the workspace for what the job file leaves open (shape, node group id,
 volumes); `plan` renders the exact POST body; `submit` creates the secrets the body
@@ -163,7 +163,8 @@ class LeptonBackend:
         return self._resubmit(client, job, evicted)
 
     def _resubmit(self, client: LeptonClient, job: JobRecord, why: wire.Event) -> Observation:
-        """Evicted or preempted: the same job again, from its newest checkpoint (R-X4)."""
+        """Evicted or preempted: the same job again, from its newest checkpoint
+        (Lepton does not restart an evicted job itself)."""
         store = _store_of(job)
         record = store.get(job.id)
         section = LeptonSection.model_validate(record.spec.get("lepton") or {})
@@ -262,7 +263,7 @@ class LeptonBackend:
 
     def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
         """With `deep`: the API answers with this token, the shape and node group resolve,
-        and every mount's path is one the volume's storage permissions allow (R-L3)."""
+        and every mount's path is one the volume's storage permissions allow."""
         if not deep:
             return []
         from anylaunch.errors import AnylaunchError

@@ -1,4 +1,4 @@
-"""The `lepton:` section: the seed's create_job parameters (R-L4) in the job file.
+"""The `lepton:` section: the create_job parameters of TAO's Lepton SDK, in the job file.
 
 Rules that need no API call are checked here, so their errors name the file and line.
 Everything that needs the workspace (shape from gpu_count, node group name -> id,
@@ -76,7 +76,7 @@ class LeptonSection(BaseModel):
     max_failure_retry: int | None = Field(default=None, ge=0, description="per worker")
     max_job_failure_retry: int | None = Field(default=None, ge=0, description="per whole job")
     eviction_retries: int = Field(
-        default=2, ge=0, description="resubmissions after eviction/preemption (R-X4)"
+        default=2, ge=0, description="resubmissions after eviction/preemption"
     )
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     shared_memory_size: int | None = Field(default=None, ge=0, description="MiB")

@@ -193,7 +193,7 @@ def _check_reserved(spec: JobSpec, names: list[str]) -> None:
 
 
 def _check_uris(spec: JobSpec) -> None:
-    """Data lives behind s3:// URIs (R-L9); `lepton://` and friends are not storage."""
+    """Data lives behind s3:// URIs; `lepton://` and friends are not storage."""
     for key, mapping in (("inputs", spec.inputs), ("outputs", spec.outputs)):
         for dest, source in mapping.items():
             uri = _uri(source)

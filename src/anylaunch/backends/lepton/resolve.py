@@ -1,4 +1,4 @@
-"""What rendering needs from the workspace: shape id, node group id, mounts (R-L4, R-L10).
+"""What rendering needs from the workspace: shape id, node group id, mounts.
 
 Called from `prepare` only, and only for what the job file leaves open, so a file with
 an explicit shape, no node group and explicit mounts renders without any API call.
@@ -74,7 +74,7 @@ def _shapes_of(client: LeptonClient, group: str | None) -> list[wire.Shape]:
 
 
 def preferred_volume(volumes: list[wire.Volume]) -> wire.Volume | None:
-    """lustre > filestore > the first one (the seed's order)."""
+    """lustre > filestore > the first one: the fastest shared filesystem the group has."""
     for word in VOLUME_PREFERENCE:
         for volume in volumes:
             if word in (volume.name or "").lower() or word in (volume.from_path or "").lower():
@@ -100,7 +100,7 @@ def mounts(client: LeptonClient, spec: JobSpec, group: str | None) -> list[dict[
     if spec.mounts:
         return [{"path": m.source, "from": source, "mount_path": m.dest} for m in spec.mounts]
     target = volume.default_mount_path or f"/mnt/{volume.name}"
-    # The seed: mount what the workspace may use — the volume's first permitted prefix,
+    # Mount what the workspace may use — the volume's first permitted prefix,
     # not its root (which storage permissions usually forbid).
     allowed = (
         [p.path_prefix for p in client.storage_permissions(volume.name or "", group)]

@@ -3,7 +3,7 @@
 Lepton says Running once any replica runs; like NeMo-Run we report STARTING while fewer
 replicas are ready than active. Queueing/Awaiting wait for capacity or a start time.
 A Failed job whose replicas were evicted or preempted is PREEMPTED: not the program's
-fault, and worth resubmitting (R-X4).
+fault, and worth resubmitting (Lepton itself does not restart it).
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def exit_code(events: list[wire.Event]) -> int | None:
     return None
 
 
-def seed_status(state: str, status: wire.JobStatus | None = None) -> str:
-    """The seed's coarse status: Pending / Running / Complete / Error, plus Cancelled.
+def sdk_status(state: str, status: wire.JobStatus | None = None) -> str:
+    """TAO's Lepton SDK's coarse status: Pending / Running / Complete / Error, plus Cancelled.
 
     A job someone stopped did not fail: it reads Cancelled, never Error. An archived job
     reads as it ended (its counters say how).

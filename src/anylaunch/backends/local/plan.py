@@ -85,7 +85,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         if recipe_used:
             env["ANYLAUNCH_RECIPE"] = recipe_path
         wrap: list[str] = []
-        if profile is not None:  # R-A6: the whole node's process tree under nsys
+        if profile is not None:  # the whole node's process tree under nsys
             report = f"{nsys_dir}/{ctx.job_id}-node{rank}"
             wrap = ["nsys", "profile", "-o", report, "--force-overwrite=true", *profile.nsys_args]
         text = node_script.render(

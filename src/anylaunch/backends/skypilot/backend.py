@@ -1,4 +1,4 @@
-"""The skypilot backend: any cloud (and Slurm over SSH) through SkyPilot's Python SDK (R-A4/5).
+"""The skypilot backend: any cloud (and Slurm over SSH) through SkyPilot's Python SDK.
 
 `plan` renders the task and has the real library validate it; `submit` starts a launch
 request on SkyPilot's API server and returns at once (provisioning takes minutes);

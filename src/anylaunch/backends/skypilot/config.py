@@ -1,4 +1,4 @@
-"""The `skypilot:` section: AutoModel's SkyPilotConfig fields (R-A4) and what spot needs (R-A5).
+"""The `skypilot:` section: AutoModel's SkyPilotConfig fields and what spot needs.
 
 Every key is checked here, without importing SkyPilot, so a typo (`use_sopt`) is a
 one-line error naming its line with SkyPilot's own kind of "did you mean". Fields that
@@ -23,7 +23,7 @@ from pydantic import (
 from anylaunch.envvars import EnvName, EnvValue, credentials_env
 from anylaunch.redact import MASK, is_secret_name
 
-# The seed's five, plus Slurm: SkyPilot drives a Slurm cluster over SSH (the e2e test).
+# AutoModel's five, plus Slurm: SkyPilot drives a Slurm cluster over SSH (the e2e test).
 Cloud = Literal["aws", "gcp", "azure", "lambda", "kubernetes", "slurm"]
 Recovery = Literal["EAGER_NEXT_REGION", "FAILOVER"]
 MountMode = Literal["MOUNT", "MOUNT_CACHED", "COPY"]
@@ -65,7 +65,7 @@ class Candidate(BaseModel):
 class SkyPilotSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # -- the seed's fields (AutoModel SkyPilotConfig) --------------------------------------
+    # -- AutoModel's SkyPilotConfig fields ----------------------------------------------------
     cloud: Cloud | None = None
     accelerators: str | None = Field(default=None, description='"H100:8": GPU type and count')
     num_nodes: int | None = Field(default=None, ge=1)
@@ -181,7 +181,7 @@ class SkyPilotSection(BaseModel):
 
     @field_serializer("env_vars")
     def _masked(self, value: dict[str, str]) -> dict[str, str]:
-        # The store keeps `spec.redacted()`; the seed's own example writes
+        # The store keeps `spec.redacted()`; AutoModel's own example writes
         # `env_vars: {HF_TOKEN: ${HF_TOKEN}}`, whose value must not land there.
         return {k: (MASK if is_secret_name(k) else v) for k, v in value.items()}
 

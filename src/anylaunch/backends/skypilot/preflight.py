@@ -1,6 +1,6 @@
-"""SkyPilot preflight (R-A5, R-L3): spot jobs must be able to come back after preemption.
+"""SkyPilot preflight: spot jobs must be able to come back after preemption.
 
-The seed's spot checklist, as checks: a preempted spot VM loses its disk, so a spot job
+AutoModel's spot advice, as checks: a preempted spot VM loses its disk, so a spot job
 needs a checkpoint directory (on a bucket mount, which the task gets), a managed job to
 relaunch it, and a checkpoint interval short enough that a preemption loses at most
 `skypilot.max_lost_minutes` of work. `spec_checks` reads only the job; `deep_checks`

@@ -1,4 +1,4 @@
-"""SkyPilot's states -> DESIGN's states, and what each failure means (R-X6).
+"""SkyPilot's states -> anylaunch's `State`, and what each failure means.
 
 Three native vocabularies meet here: the API server's launch request (provisioning),
 a cluster job's status (`sky queue`) and a managed job's status (`sky jobs queue`).

@@ -3,7 +3,7 @@
 Pure and import-free: no SkyPilot, no network, no clock. `validate.py` then hands the
 task to the real library. Spot jobs become managed jobs with a recovery strategy and a
 checkpoint directory on a bucket mount, so a preempted job comes back from its newest
-checkpoint (R-A5); everything else is a plain cluster launch.
+checkpoint; everything else is a plain cluster launch.
 """
 
 from __future__ import annotations

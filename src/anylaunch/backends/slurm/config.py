@@ -1,6 +1,7 @@
-"""The `slurm:` section: AutoModel's SlurmConfig fields (R-A2) and what real users need next.
+"""The `slurm:` section: AutoModel's SlurmConfig fields and what real users need next.
 
-The seed's fields come first and keep its names and defaults (master_port 13742). The
+AutoModel's fields come first and keep their names and defaults (master_port 13742), so
+an AutoModel recipe's `slurm:` block works as written. The
 rest maps one-to-one onto sbatch options, so a Slurm user finds what they already know.
 Durations accept Slurm's own spellings; YAML reads an unquoted `04:00:00` as a number of
 seconds (base 60), so numbers are taken as seconds too.
@@ -70,7 +71,7 @@ class SlurmSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    # -- the seed's fields (AutoModel SlurmConfig) --
+    # -- AutoModel's SlurmConfig fields --
     job_name: str | None = None
     nodes: int | None = Field(default=None, ge=1)
     ntasks_per_node: int | None = Field(default=None, ge=1, description="ranks per node")
@@ -108,7 +109,7 @@ class SlurmSection(BaseModel):
     dependency: str | None = Field(default=None, description="e.g. afterok:1234")
     array_parallelism: int | None = Field(default=None, ge=1, description="splits at once (%N)")
 
-    # -- time limit, preemption (R-A7) --
+    # -- time limit, preemption: checkpoint before the kill --
     signal: str | None = Field(default="USR1", description="sent before the time limit; null: off")
     signal_lead: int = Field(default=600, ge=1, le=65535, description="seconds before the limit")
     requeue: bool = True
@@ -190,8 +191,8 @@ class SlurmSection(BaseModel):
 
     @field_serializer("env_vars")
     def _masked(self, value: dict[str, str]) -> dict[str, str]:
-        # The store keeps `spec.redacted()`; `env_vars: {HF_TOKEN: ${HF_TOKEN}}` (the seed's
-        # own example) must not put the token there.
+        # The store keeps `spec.redacted()`; `env_vars: {HF_TOKEN: ${HF_TOKEN}}` (AutoModel's
+        # own Slurm example) must not put the token there.
         return {k: (MASK if is_secret_name(k) else v) for k, v in value.items()}
 
     @field_serializer("hf_token", "wandb_key")

@@ -1,4 +1,4 @@
-"""Slurm preflight (R-L3, R-A7): the seed's pitfalls, checked before anything is submitted.
+"""Slurm preflight: the pitfalls AutoModel's Slurm users meet, checked before submitting.
 
 `spec_checks` only reads the job (instant, no cluster); `cluster_checks` asks the
 cluster: is the controller there, does the partition exist, and — on the nodes
@@ -17,7 +17,9 @@ from anylaunch.errors import BackendError
 from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
 
-SAFE_MARGIN_S = 600  # the seed: leave at least 5-10 minutes after the last checkpoint write
+# A job killed at its time limit loses what it did since its last checkpoint; leave at
+# least 10 minutes after the last checkpoint write for it to finish and be written.
+SAFE_MARGIN_S = 600
 
 
 def spec_checks(spec: JobSpec) -> list[Check]:

@@ -1,4 +1,4 @@
-"""Render the sbatch script of a job (R-A2, R-A3, R-A6, R-A7): pure text, no cluster.
+"""Render the sbatch script of a job: pure text, no cluster.
 
 The script has three parts, which a user template (`slurm.template`) may arrange:
 `{{ sbatch }}` the #SBATCH header, `{{ setup }}` the environment every node shares, and
@@ -215,7 +215,7 @@ def setup(job: Job) -> list[str]:
 
 
 def _resume(job: Job) -> list[str]:
-    """The resume contract (issue 7): which attempt this is, and where to resume from.
+    """What the job is told to resume: which attempt this is, and where to resume from.
 
     A Slurm requeue runs this script again: SLURM_RESTART_COUNT counts those, on top of
     the attempt anylaunch started (a retried split is attempt 2 before any requeue). The
@@ -239,7 +239,7 @@ def _resume(job: Job) -> list[str]:
 
 
 def _node_check(job: Job) -> list[str]:
-    """Mount sources must exist on every node, not just where anylaunch runs (R-A7)."""
+    """Mount sources must exist on every node, not just where anylaunch runs."""
     s, spec = job.section, job.spec
     sources = [m.source for m in s.extra_mounts] + [m.source for m in spec.mounts]
     if s.nemo_mount:
@@ -334,7 +334,8 @@ def task_body(job: Job) -> list[str]:
 
 
 def launch(job: Job) -> list[str]:
-    """The srun line and the batch shell's wait, forwarding the early signal (R-A7)."""
+    """The srun line and the batch shell's wait, forwarding the early signal, so the
+    program can checkpoint before the time limit kills it."""
     s = job.section
     body = "\n".join(task_body(job))
     tag = shell.heredoc_tag(body)

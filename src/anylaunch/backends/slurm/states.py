@@ -1,4 +1,4 @@
-"""Slurm's job states and exit codes in anylaunch's vocabulary (DESIGN: State).
+"""Slurm's job states and exit codes in anylaunch's vocabulary (`State`).
 
 squeue and sacct spell states long (`TIMEOUT`) or short (`TO`); both are accepted. A job
 that Slurm will run again (preempted or on a failed node while `--requeue` is on, or
