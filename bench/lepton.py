@@ -31,7 +31,7 @@ from bench.emulator import PrivateEmulator, counting_http
 
 GROUP_SUBMIT = "submit"
 GROUP_POLL = "status poll"
-# The seed's usual job: a GPU count, no explicit shape (resolved from the workspace).
+# The usual TAO-on-Lepton job: a GPU count, no explicit shape (resolved from the workspace).
 JOB = "name: bench-lepton\ncommand: python train.py\nimage: pytorch/pytorch:2.5.1\ngpus_per_node: 8\nlepton: {}\n"
 PARALLEL = 8
 RTTS = (0.0, 0.05)  # loopback, and a simulated 50 ms to a real gateway

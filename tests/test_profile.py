@@ -1,4 +1,4 @@
-"""Nsight Systems profiling (R-A6) on the local backend: the command runs under nsys,
+"""Nsight Systems profiling on the local backend: the command runs under nsys,
 status and logs say where the reports are, and long runs are refused unless forced.
 
 Nsight Systems cannot be installed on this machine (no NVIDIA repository, no GPU), so a

@@ -1,5 +1,5 @@
 """Runs of parallel splits on the local backend: SPLIT_ID/SPLIT_VALUE, and retry of only
-the failed splits with the same split ids (R-L14)."""
+the failed splits with the same split ids."""
 
 from __future__ import annotations
 

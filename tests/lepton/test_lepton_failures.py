@@ -1,5 +1,5 @@
-"""Each emulated failure mode, seen through the seed's SDK: status, replicas, and a
-get_failure_analysis whose err_class and suggestion name the seed's fix."""
+"""Each emulated failure mode, seen through the TAO SDK calls (`LeptonSDK`): status,
+replicas, and a get_failure_analysis whose err_class and suggestion name the fix."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Lepton preflight against the emulator: the API answers with the token, resources
-resolve, and mounts stay within the volume's storage permissions (R-L3)."""
+resolve, and mounts stay within the volume's storage permissions."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from anylaunch.backends.lepton.states import seed_status, to_state
+from anylaunch.backends.lepton.states import sdk_status, to_state
 from anylaunch.lepton import wire
 from anylaunch.runs import RunView
 from anylaunch.state import State
@@ -20,21 +20,21 @@ def job(state: str, **counters: int) -> wire.LeptonJob:
 @pytest.mark.parametrize("state", ["Stopped", "Deleted"])
 def test_a_stopped_job_is_cancelled_and_never_error(state):
     assert to_state(job(state, failed=0)) is State.CANCELLED
-    assert seed_status(state) == "Cancelled"
+    assert sdk_status(state) == "Cancelled"
 
 
 def test_an_archived_job_keeps_how_it_ended():
     assert to_state(job("Archived", succeeded=2)) is State.SUCCEEDED
     assert to_state(job("Archived", failed=1)) is State.FAILED
     assert to_state(job("Archived")) is State.CANCELLED  # stopped before anything ended
-    assert seed_status("Failed") == "Error"
-    for counters, seed in (
+    assert sdk_status("Failed") == "Error"
+    for counters, reported in (
         ({"succeeded": 2}, "Complete"),
         ({"failed": 1}, "Error"),
         ({}, "Cancelled"),
     ):
         archived = job("Archived", **counters)
-        assert seed_status("Archived", archived.status) == seed
+        assert sdk_status("Archived", archived.status) == reported
 
 
 def test_retry_failed_picks_failed_splits_and_never_a_cancelled_one():

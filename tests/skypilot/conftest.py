@@ -1,4 +1,4 @@
-"""SkyPilot test fixtures: the seed's spot job file, and the devstack's SkyPilot client."""
+"""SkyPilot test fixtures: AutoModel's spot job file, and the devstack's SkyPilot client."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "programs"
 ROOT = HERE.parent.parent
 
-# The seed's spot example (001_aaad04890581dc35.txt): the skypilot: block and the
-# minimal resume recipe keys it recommends with it.
-SEED_SPOT = """\
+# AutoModel's documented spot example: the skypilot: block and the minimal resume recipe
+# keys it recommends with it.
+AUTOMODEL_SPOT = """\
 name: llm_finetune
 command: python -m nemo_automodel.recipes.llm.train_ft -c {config}
 skypilot:
@@ -55,8 +55,8 @@ def pytest_configure(config):
 
 
 @pytest.fixture
-def seed_spot(write):
-    return write(SEED_SPOT, "spot.yaml")
+def automodel_spot(write):
+    return write(AUTOMODEL_SPOT, "spot.yaml")
 
 
 @pytest.fixture(scope="session")

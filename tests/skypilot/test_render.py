@@ -1,4 +1,4 @@
-"""Rendering SkyPilot tasks: the seed's spot example, strict keys, secrets, the SDK boundary.
+"""Rendering SkyPilot tasks: AutoModel's spot example, strict keys, secrets, the SDK boundary.
 
 Every rendered task here goes through the real `skypilot` library; nothing reaches the
 network (proxies point at a dead port).
@@ -16,7 +16,7 @@ import yaml
 
 from anylaunch import config
 from anylaunch.errors import ConfigError
-from conftest import OFFLINE, SEED_SPOT, needs_sky
+from conftest import AUTOMODEL_SPOT, OFFLINE, needs_sky
 
 pytestmark = needs_sky
 
@@ -25,10 +25,12 @@ def dry_run(cli, path: Path, *args: str, env: dict[str, str] | None = None):
     return cli("run", str(path), "--dry-run", "--json", *args, env={**OFFLINE, **(env or {})})
 
 
-def test_seed_spot_example_renders_an_offline_managed_task_with_recovery_and_checkpoint_mount(
-    cli, seed_spot, tmp_path
+def test_automodel_spot_example_renders_an_offline_managed_task_with_recovery_and_checkpoint_mount(
+    cli, automodel_spot, tmp_path
 ):
-    result = dry_run(cli, seed_spot, env={"HF_TOKEN": "hf_seed_token_value", "HOME": str(tmp_path)})
+    result = dry_run(
+        cli, automodel_spot, env={"HF_TOKEN": "hf_example_token_value", "HOME": str(tmp_path)}
+    )
     assert result.rc == 0, result.err
     out = result.json()
     assert out["backend"] == "skypilot"
@@ -45,13 +47,15 @@ def test_seed_spot_example_renders_an_offline_managed_task_with_recovery_and_che
     assert mount["mode"] == "MOUNT" and mount["name"].startswith("anylaunch-ckpt-llm-finetune-")
     assert "--nproc-per-node 8" in task["run"] and "ANYLAUNCH_RESUME_FROM" in task["run"]
     assert task["secrets"] == {"HF_TOKEN": None}
-    assert "hf_seed_token_value" not in result.out
+    assert "hf_example_token_value" not in result.out
 
 
-def test_dry_run_text_is_the_task_yaml_sky_launch_reads(cli, seed_spot, sky_home):
+def test_dry_run_text_is_the_task_yaml_sky_launch_reads(cli, automodel_spot, sky_home):
     import sky
 
-    result = cli("run", str(seed_spot), "--dry-run", env={"HF_TOKEN": "x", "HOME": str(sky_home)})
+    result = cli(
+        "run", str(automodel_spot), "--dry-run", env={"HF_TOKEN": "x", "HOME": str(sky_home)}
+    )
     assert result.rc == 0, result.err
     head = result.out.split("\n", 1)[0]
     assert head.startswith("# sky jobs launch --name llm-finetune task.yaml")
@@ -61,7 +65,7 @@ def test_dry_run_text_is_the_task_yaml_sky_launch_reads(cli, seed_spot, sky_home
 
 
 def test_misspelt_use_spot_is_an_exit_2_error_naming_the_line_and_use_spot(cli, write):
-    path = write(SEED_SPOT.replace("use_spot: true", "use_sopt: false"))
+    path = write(AUTOMODEL_SPOT.replace("use_spot: true", "use_sopt: false"))
     result = cli("run", str(path), "--dry-run", env={"HF_TOKEN": "x"})
     assert result.rc == 2
     assert result.err.count("\n") == 1, result.err
@@ -121,7 +125,7 @@ def test_secrets_reach_neither_plan_nor_store(cli, write, sky_home, home):
 
 
 def test_managed_job_handed_to_sky_jobs_launch_passes_skypilot_own_checks(
-    seed_spot, sky_home, home, monkeypatch
+    automodel_spot, sky_home, home, monkeypatch
 ):
     """The SDK boundary of the managed path: the sky.Task that submit() hands to
     `sky.jobs.launch`, put through what SkyPilot does with it before and after the
@@ -137,7 +141,7 @@ def test_managed_job_handed_to_sky_jobs_launch_passes_skypilot_own_checks(
     from anylaunch.backends.skypilot import sdk
 
     monkeypatch.setenv("HF_TOKEN", "hf_boundary")
-    plan = api.dry_run(config.load(seed_spot), "skypilot")
+    plan = api.dry_run(config.load(automodel_spot), "skypilot")
     task = sdk.task(plan.payload["task"], {"HF_TOKEN": "hf_boundary"})
     dag = dag_utils.convert_entrypoint_to_dag(task)
     dag.name = plan.name
@@ -196,8 +200,8 @@ def test_spot_without_checkpoint_or_with_a_long_interval_warns_in_preflight(writ
     assert checks["spot_checkpoint"].status == "ok"
     assert checks["spot_checkpoint_interval"].status == "warn"
     assert "90 min" in checks["spot_checkpoint_interval"].message
-    seed = config.load(write(SEED_SPOT, "seed.yaml"), environ={"HF_TOKEN": "x"})
-    assert all(c.status == "ok" for c in backend.preflight(seed))
+    example = config.load(write(AUTOMODEL_SPOT, "example.yaml"), environ={"HF_TOKEN": "x"})
+    assert all(c.status == "ok" for c in backend.preflight(example))
 
 
 def test_without_the_extra_other_backends_work_and_skypilot_says_how_to_install(

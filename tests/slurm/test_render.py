@@ -17,7 +17,8 @@ from anylaunch.errors import ConfigError
 from anylaunch.state import State
 from anylaunch.store import Store
 
-SEED = """
+# AutoModel's minimal Slurm template for a multi-node fine-tune, as its users write it.
+AUTOMODEL_SLURM = """
 name: llm
 command: python -m nemo_automodel.recipes.llm.finetune -c {config}
 model:
@@ -65,11 +66,11 @@ def config_error(text: str, env: dict[str, str] | None = None) -> str:
     return caught.value.message
 
 
-def test_seed_yaml_dry_run_shows_its_fields_without_touching_a_cluster(cli, write, home):
-    path = write(SEED)
+def test_automodel_slurm_yaml_dry_run_shows_its_fields_without_touching_a_cluster(cli, write, home):
+    path = write(AUTOMODEL_SLURM)
     # No cluster behind this SLURM_CONF: any Slurm command would fail the dry run.
     result = cli(
-        "run", str(path), "--dry-run", env={"HF_TOKEN": "hf_seed_secret", "SLURM_CONF": "/nope"}
+        "run", str(path), "--dry-run", env={"HF_TOKEN": "hf_example_secret", "SLURM_CONF": "/nope"}
     )
     assert result.rc == 0, result.err
     script = result.out
@@ -86,12 +87,12 @@ def test_seed_yaml_dry_run_shows_its_fields_without_touching_a_cluster(cli, writ
         assert line in script.splitlines(), line
     assert "'--container-image=nvcr.io#nvidia/nemo:dev'" in script
     assert "--container-mounts=/data:/data," in script
-    assert "hf_seed_secret" not in script and "HF_TOKEN" in script
+    assert "hf_example_secret" not in script and "HF_TOKEN" in script
     assert not (home / "jobs").exists()  # nothing written, nothing submitted
-    as_json = cli("run", str(path), "--dry-run", "--json", env={"HF_TOKEN": "hf_seed_secret"})
+    as_json = cli("run", str(path), "--dry-run", "--json", env={"HF_TOKEN": "hf_example_secret"})
     payload = as_json.json()["plan"]["payload"]
     assert (payload["nodes"], payload["ntasks_per_node"], payload["world_size"]) == (2, 8, 16)
-    assert "hf_seed_secret" not in as_json.out
+    assert "hf_example_secret" not in as_json.out
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "srun", "none"])
@@ -266,7 +267,7 @@ def test_resource_fields_become_sbatch_options(tmp_path):
 
 
 def test_config_placeholder_points_at_the_recipe_in_the_job_dir(tmp_path):
-    plan = render(tmp_path, SEED, {"HF_TOKEN": "x"})
+    plan = render(tmp_path, AUTOMODEL_SLURM, {"HF_TOKEN": "x"})
     assert "recipe.yaml" in plan.files and "model:" in plan.files["recipe.yaml"]
     assert '-c "$ANYLAUNCH_JOB_DIR"/recipe.yaml' in task_part(plan.payload["script"])
 
