@@ -1,0 +1,440 @@
+"""A graph of steps handed to Slurm at once, each waiting on the steps it needs with
+Slurm's own `--dependency=afterok`: once `submit` returns, nothing on the submitting host
+has to stay up for the graph to finish.
+
+A step is one job, or a split step: one array job (`--array`) whose tasks are the
+splits. `afterok` on an array's job id waits for every task of it to succeed.
+
+What Slurm does when a step fails (slurmctld's job_scheduler.c and job_mgr.c, 22.05):
+- A job whose `afterok` can no longer be met stays PENDING for ever with reason
+  DependencyNeverSatisfied, unless `--kill-on-invalid-dep=yes` (or the cluster's
+  `kill_invalid_depend`): then slurmctld cancels it. Every step here is submitted with
+  `--kill-on-invalid-dep=yes`, so a failure cancels the steps after it, which cancels
+  the steps after those.
+- A dependency on a job slurmctld has already forgotten (MinJobAge after it ended) is
+  lifted, whatever that job's outcome was. So a dependency is only ever put on a job
+  seen live: an earlier step that succeeded needs no dependency, one that failed keeps
+  the steps after it from being submitted at all, and an earlier step submitted by
+  another process is asked of squeue first.
+
+Crash consistency is the store's, step by step: a step's jobs are recorded before its
+sbatch (`api.submit`, `splits.launch`), and a step counts as started once it has jobs.
+After a crash the same `submit` again adopts what Slurm has (`api.reconcile`, by the
+script's `--comment`), submits under their recorded ids the jobs it does not have, and
+starts the steps that had not started; a lock file makes sure one process at a time
+does that for a graph.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from anylaunch import api
+from anylaunch.backends.slurm import commands
+from anylaunch.backends.slurm.config import SlurmSection
+from anylaunch.errors import ConfigError, UsageError
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store, busy_elsewhere
+
+if TYPE_CHECKING:
+    from anylaunch.spec import JobSpec
+
+BACKEND = "slurm"
+KILL_ON_INVALID_DEP = "--kill-on-invalid-dep=yes"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a graph: its job (with `splits`: an array), the run that holds its
+    jobs (every split and every attempt), and the steps it needs."""
+
+    id: str
+    spec: JobSpec
+    run_id: str
+    needs: tuple[str, ...] = ()
+
+    @property
+    def split_ids(self) -> list[int] | None:
+        """The array's task ids; None for a step that is one job."""
+        if self.spec.splits is None:
+            return None
+        return list(range(len(self.spec.split_values())))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Whether a step can be handed to Slurm now, and on which jobs it then waits."""
+
+    after: tuple[str, ...] = ()  # Slurm job ids for afterok
+    blocked: str | None = None  # a step it needs failed: it cannot run without a retry
+    waiting: str | None = None  # a step it needs has no Slurm id yet (or Slurm forgot it)
+
+
+@dataclass
+class StepStatus:
+    id: str
+    state: State
+    detail: str | None = None
+    jobs: list[JobRecord] = field(default_factory=list)  # latest attempt of each split
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "state": self.state.value,
+            "detail": self.detail,
+            "jobs": [j.summary() for j in self.jobs],
+        }
+
+
+def with_dependency(spec: JobSpec, after: Sequence[str]) -> JobSpec:
+    """The spec submitted with `--dependency=afterok:<ids>` (and the job's own
+    dependency, if it has one), killed by Slurm if the dependency can never be met."""
+    if not after:
+        return spec
+    section = spec.slurm or SlurmSection()
+    dependency = "afterok:" + ":".join(after)
+    if section.dependency:
+        if "?" in section.dependency:
+            raise ConfigError(
+                "a step that needs other steps cannot have an any-of ('?') dependency",
+                file=spec.source,
+                key="slurm.dependency",
+                fix="join dependencies with ',' (all must be met), or drop the step's needs",
+            )
+        dependency += "," + section.dependency
+    lines = [*section.sbatch_lines, KILL_ON_INVALID_DEP]
+    section = section.model_copy(update={"dependency": dependency, "sbatch_lines": lines})
+    return spec.model_copy(update={"slurm": section})
+
+
+def order(steps: Sequence[Step]) -> list[Step]:
+    """The steps, each after every step it needs; unknown needs and cycles are errors."""
+    by_id = {s.id: s for s in steps}
+    for step in steps:
+        for need in step.needs:
+            if need not in by_id:
+                raise UsageError(f"step '{step.id}' needs '{need}', which is not a step")
+    done: list[Step] = []
+    seen: set[str] = set()
+    while len(done) < len(steps):
+        ready = [s for s in steps if s.id not in seen and all(n in seen for n in s.needs)]
+        if not ready:
+            left = ", ".join(s.id for s in steps if s.id not in seen)
+            raise UsageError(f"the steps {left} need each other in a cycle")
+        for step in ready:
+            done.append(step)
+            seen.add(step.id)
+    return done
+
+
+def latest(records: Sequence[JobRecord]) -> dict[int, JobRecord]:
+    """Each split's newest attempt (a step that is one job: key 0)."""
+    newest: dict[int, JobRecord] = {}
+    for record in sorted(records, key=lambda r: r.created_at):
+        newest[record.split_id if record.split_id is not None else 0] = record
+    return newest
+
+
+def state_of(records: Sequence[JobRecord]) -> State | None:
+    """A step's state from its jobs; None when it has none (not started)."""
+    states = [r.state for r in latest(records).values()]
+    if not states:
+        return None
+    if all(s is State.SUCCEEDED for s in states):
+        return State.SUCCEEDED
+    if not all(s.terminal for s in states):
+        return State.RUNNING if any(s is State.RUNNING for s in states) else State.PENDING
+    if all(s in (State.SUCCEEDED, State.CANCELLED) for s in states):
+        return State.CANCELLED
+    return State.FAILED
+
+
+def gate(step: Step, records: dict[str, list[JobRecord]]) -> Gate:
+    """Pure: from the jobs of the steps it needs, whether `step` can be submitted now."""
+    after: list[str] = []
+    for need in step.needs:
+        jobs = records.get(need, [])
+        state = state_of(jobs)
+        if state is None:
+            return Gate(waiting=f"needs {need}, which is not submitted yet")
+        if state is State.SUCCEEDED:
+            continue  # nothing to wait for: Slurm may have forgotten it already
+        ended = [r.state for r in latest(jobs).values() if r.state.terminal]
+        bad = next((s for s in ended if s is not State.SUCCEEDED), None)
+        if bad is not None:  # afterok on the rest would let this step run after a failure
+            return Gate(blocked=f"needs {need}, which {state_word(bad)}")
+        ids = waits_on(jobs)
+        if ids is None:
+            return Gate(waiting=f"needs {need}, whose Slurm job id is not known yet")
+        after += ids
+    return Gate(after=tuple(dict.fromkeys(after)))
+
+
+def waits_on(records: Sequence[JobRecord]) -> list[str] | None:
+    """The Slurm ids that stand for a step's live jobs: an array's job id when every
+    task of that array is a split's newest attempt, else the live tasks one by one (an
+    array holding a failed task that was retried elsewhere would fail `afterok` on the
+    whole array). None when a live job has no Slurm id yet."""
+    newest = latest(records)
+    current = {r.id for r in newest.values()}
+    ids: list[str] = []
+    for record in newest.values():
+        if record.state.terminal:
+            continue
+        if not record.native_id:
+            return None
+        array = record.meta.get("array_job_id")
+        whole = array and all(
+            r.id in current for r in records if r.meta.get("array_job_id") == array
+        )
+        ids.append(str(array) if whole else record.native_id)
+    return list(dict.fromkeys(ids))
+
+
+def state_word(state: State) -> str:
+    return {State.CANCELLED: "was cancelled", State.TIMEOUT: "timed out"}.get(
+        state, f"{state.value.lower()}"
+    )
+
+
+def submit(steps: Sequence[Step], store: Store | None = None) -> dict[str, Gate]:
+    """Hand every step to Slurm, in dependency order, each waiting (`afterok`) on the
+    jobs of the steps it needs; return at once. Steps already started are not started
+    again (their unsent jobs are sent), so calling it again after a crash finishes the
+    submission. Returns the gate of each step not submitted now: blocked or waiting."""
+    store = store or Store()
+    ordered = order(steps)
+    _preflight(ordered)
+    with _locked(store, ordered):
+        return _advance(ordered, store, redo=set())
+
+
+def retry_failed(steps: Sequence[Step], store: Store | None = None) -> dict[str, list[int]]:
+    """Resubmit the failed splits of each failed step (a step that is one job: the job)
+    and every step after them that did not succeed, each waiting on the new jobs of the
+    steps it needs. A step that succeeded is never rerun. Returns {step: split ids
+    resubmitted} ([] for a step that is one job)."""
+    store = store or Store()
+    ordered = order(steps)
+    with _locked(store, ordered):
+        records = _refresh(ordered, store)
+        failed = {
+            s.id
+            for s in ordered
+            if state_of(records[s.id]) in (State.FAILED, State.CANCELLED)
+            or (state_of(records[s.id]) is None and gate(s, records).blocked)
+        }
+        redo = _after(ordered, failed) | failed
+        _cancel_waiting(ordered, redo - failed, records, store)
+        before = {s.id: len(records[s.id]) for s in ordered}
+        _advance(ordered, store, redo=redo)
+        done: dict[str, list[int]] = {}
+        for step in ordered:
+            new = sorted(store.list(limit=None, run_id=step.run_id), key=lambda r: r.created_at)
+            if len(new) > before[step.id]:
+                added = new[before[step.id] :]
+                done[step.id] = [] if step.split_ids is None else [r.split_id or 0 for r in added]
+        return done
+
+
+def status(steps: Sequence[Step], store: Store | None = None) -> list[StepStatus]:
+    """Each step's state (its live jobs polled first, one squeue for all), saying why a
+    step did not run."""
+    store = store or Store()
+    ordered = order(steps)
+    records = _refresh(ordered, store)
+    out: list[StepStatus] = []
+    for step in ordered:
+        jobs = records[step.id]
+        state = state_of(jobs)
+        detail = None
+        if state is None:
+            g = gate(step, records)
+            state = State.CANCELLED if g.blocked else State.PENDING
+            detail = f"not submitted: {g.blocked or g.waiting}"
+        elif state is State.CANCELLED and not any(j.cancel_requested_at for j in jobs):
+            why = next(
+                (
+                    f"needs {n}, which {state_word(s)}"
+                    for n in step.needs
+                    if (s := state_of(records[n])) in (State.FAILED, State.CANCELLED)
+                ),
+                None,
+            )
+            detail = f"never ran: {why} (Slurm cancelled it)" if why else None
+        elif state is State.FAILED:
+            bad = [j for j in latest(jobs).values() if j.state is not State.SUCCEEDED]
+            detail = "; ".join(
+                f"{'split ' + str(j.split_id) + ' ' if j.split_id is not None else ''}"
+                f"{j.state.value.lower()}"
+                + (f" (exit {j.exit_code})" if j.exit_code is not None else "")
+                for j in bad
+            )
+        out.append(StepStatus(step.id, state, detail, list(latest(jobs).values())))
+    return out
+
+
+# -- the work ---------------------------------------------------------------------------
+
+
+def _advance(ordered: list[Step], store: Store, *, redo: set[str]) -> dict[str, Gate]:
+    records = _refresh(ordered, store)
+    submitted_now: set[str] = set()  # Slurm ids sent by this call: known to slurmctld
+    held: dict[str, Gate] = {}
+    for step in ordered:
+        jobs = records[step.id]
+        if jobs and step.id not in redo:
+            _send_unsent(step, jobs, records, store)
+        else:
+            todo = _todo(step, jobs)
+            if todo == []:
+                continue
+            g = gate(step, records)
+            g = _known(g, submitted_now)
+            if g.blocked or g.waiting:
+                held[step.id] = g
+                continue
+            _start(step, g.after, todo, store)
+        records[step.id] = sorted(
+            store.list(limit=None, run_id=step.run_id), key=lambda r: r.created_at
+        )
+        submitted_now |= {j.native_id for j in records[step.id] if j.native_id}
+        submitted_now |= {
+            str(j.meta["array_job_id"]) for j in records[step.id] if "array_job_id" in j.meta
+        }
+    return held
+
+
+def _todo(step: Step, jobs: list[JobRecord]) -> list[int] | None:
+    """Splits to (re)submit: all for a step not started, else those whose newest attempt
+    ended without success; None: the whole one-job step; []: nothing."""
+    if not jobs:
+        return step.split_ids
+    ended = [
+        i for i, r in latest(jobs).items() if r.state.terminal and r.state is not State.SUCCEEDED
+    ]
+    if step.split_ids is None:
+        return None if ended else []
+    return ended
+
+
+def _start(step: Step, after: Sequence[str], splits_: list[int] | None, store: Store) -> None:
+    spec = with_dependency(step.spec, after)
+    if splits_ is None:
+        api.submit(spec, BACKEND, store=store, run_id=step.run_id, check=False)
+    else:
+        from anylaunch import splits
+
+        splits.launch(spec, splits_, BACKEND, store=store, run_id=step.run_id, check=False)
+
+
+def _send_unsent(
+    step: Step, jobs: list[JobRecord], records: dict[str, list[JobRecord]], store: Store
+) -> None:
+    """A started step's jobs recorded by a process that died before sending them, and
+    that Slurm does not have (the poll asked it by comment): send them under their ids."""
+    todo = [
+        r
+        for r in latest(jobs).values()
+        if r.native_id is None
+        and (not r.state.terminal or "submitter" in r.meta)
+        and not busy_elsewhere(r.meta.get("submitter"))
+    ]
+    if not todo:
+        return
+    g = gate(step, records)
+    if g.blocked or g.waiting:
+        return
+    from anylaunch import splits
+    from anylaunch.backends.base import get_backend
+
+    spec = with_dependency(step.spec, g.after)
+    if step.split_ids is not None:
+        splits.resume(step.run_id, spec, store=store)
+        return
+    impl = get_backend(BACKEND)
+    for record in api.reconcile(impl, todo, store):
+        one = api.with_storage_env(spec)
+        ctx = impl.prepare(one, record.id, record.job_dir, store)
+        plan = impl.plan(one, ctx)
+        store.set_plan(record.id, plan.model_dump(mode="json"))
+        api.send(impl, record, plan, {k: one.env[k] for k in plan.secret_env}, store)
+
+
+def _known(g: Gate, submitted_now: set[str]) -> Gate:
+    """Wait rather than depend on a job slurmctld no longer knows (it would lift the
+    dependency whatever that job's outcome): ids from earlier processes are checked."""
+    older = [i for i in g.after if i not in submitted_now]
+    if not older or g.blocked or g.waiting:
+        return g
+    seen = commands.squeue([i.split("_")[0] for i in older])
+    bases = {n.split("_")[0] for n in seen} | set(seen)
+    missing = [i for i in older if i not in seen and i.split("_")[0] not in bases]
+    if missing:
+        return Gate(waiting=f"Slurm no longer lists job {missing[0]}: its outcome is looked up")
+    return g
+
+
+def _cancel_waiting(
+    ordered: list[Step], steps: set[str], records: dict[str, list[JobRecord]], store: Store
+) -> None:
+    """Steps after a failed one that still wait in the queue: slurmctld is about to
+    cancel them (their afterok failed); cancel them now so the retry resubmits them."""
+    for step in ordered:
+        if step.id not in steps:
+            continue
+        for record in latest(records[step.id]).values():
+            if record.state is State.PENDING and record.native_id:
+                api.get(record.id, store=store).cancel()
+        records[step.id] = store.list(limit=None, run_id=step.run_id)
+
+
+def _after(ordered: list[Step], roots: set[str]) -> set[str]:
+    """Every step that needs one of `roots`, directly or through others."""
+    out: set[str] = set()
+    for step in ordered:  # dependency order: a step's needs are decided before it
+        if any(n in roots or n in out for n in step.needs):
+            out.add(step.id)
+    return out
+
+
+def _refresh(ordered: list[Step], store: Store) -> dict[str, list[JobRecord]]:
+    """Every step's jobs, the live ones polled (one squeue for the whole graph)."""
+    jobs: list[JobRecord] = []
+    for step in ordered:
+        jobs += store.list(limit=None, run_id=step.run_id)
+    api.refresh(jobs, store)
+    by_run: dict[str, list[JobRecord]] = {s.run_id: [] for s in ordered}
+    for job in sorted(jobs, key=lambda r: r.created_at):
+        by_run[job.run_id or ""].append(job)
+    return {s.id: by_run[s.run_id] for s in ordered}
+
+
+def _preflight(ordered: list[Step]) -> None:
+    """Every step's quick checks before the first sbatch: a graph is sent whole or not."""
+    from anylaunch import preflight
+
+    for step in ordered:
+        failures = preflight.failed(preflight.run(api.with_storage_env(step.spec), BACKEND))
+        if failures:
+            raise preflight.PreflightFailed(failures)
+
+
+@contextmanager
+def _locked(store: Store, ordered: list[Step]) -> Iterator[None]:
+    """One process at a time submits (or resumes, or retries) a graph; the lock goes
+    with the process, so a SIGKILLed submitter never leaves it held."""
+    name = hashlib.sha256("\n".join(s.run_id for s in ordered).encode()).hexdigest()[:16]
+    path = store.root / "locks" / f"chain-{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
