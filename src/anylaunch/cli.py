@@ -63,6 +63,8 @@ def cli() -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key.")
 @click.option("--detach", "-d", is_flag=True, help="Return once submitted.")
 @click.option("--no-preflight", is_flag=True, help="Skip the checks before submitting.")
+@click.option("--only", "only", metavar="STEP", help="A workflow: run only this step.")
+@click.option("--from", "start", metavar="STEP", help="A workflow: run this step and after.")
 @_JSON
 @_handles_errors
 def run(
@@ -73,12 +75,27 @@ def run(
     overrides: tuple[str, ...],
     detach: bool,
     no_preflight: bool,
+    only: str | None,
+    start: str | None,
     as_json: bool,
 ) -> None:
     """Run the job in FILE; after `--`, a COMMAND that replaces the file's command
-    (`{config}` in it becomes the path of the recipe without launcher sections)."""
+    (`{config}` in it becomes the path of the recipe without launcher sections).
+    A FILE with `steps:` is a workflow: its steps run in dependency order."""
     from anylaunch import ops
     from anylaunch.contract.inputs import DryRunArgs, RunArgs
+    from anylaunch.errors import UsageError
+    from anylaunch.workflow.loader import is_workflow
+
+    if is_workflow(file):
+        if command or backend or overrides:
+            raise UsageError(
+                "a workflow takes no --backend, --set or command: write them in its steps"
+            )
+        _run_workflow(file, only, start, dry_run, detach, no_preflight, as_json)
+        return
+    if only or start:
+        raise UsageError(f"--only and --from are for workflows; {file} has no 'steps:'")
 
     given = {"file": file, "backend": backend, "overrides": list(overrides), "command": command}
     if dry_run:
@@ -117,6 +134,47 @@ def run(
             f"anylaunch: job {job.id} {state.value} (exit code {job.record.exit_code})", err=True
         )
     sys.exit(0 if state.value == "SUCCEEDED" else 1)
+
+
+def _run_workflow(
+    file: str,
+    only: str | None,
+    start: str | None,
+    dry_run: bool,
+    detach: bool,
+    no_preflight: bool,
+    as_json: bool,
+) -> None:
+    from anylaunch.workflow import ops as wf
+
+    if dry_run:
+        if as_json:
+            _emit_json(wf.dry_run(file, only, start))
+        else:
+            click.echo(wf.describe(file, only, start))
+        return
+    workflow_id = wf.run(file, only, start, check=not no_preflight)
+    if not as_json:
+        click.echo(f"anylaunch: workflow {workflow_id}: anylaunch status {workflow_id}", err=True)
+    state = None
+    if not detach:
+        try:
+            state = wf.wait(workflow_id, None if as_json else _note)
+        except KeyboardInterrupt:
+            click.echo(f"\nanylaunch: detached; workflow {workflow_id} goes on", err=True)
+            sys.exit(130)
+    _show_workflow(wf.status(workflow_id), as_json)
+    if state is not None:
+        sys.exit(0 if state == "SUCCEEDED" else 1)
+
+
+def _show_workflow(summary: dict[str, Any], as_json: bool) -> None:
+    from anylaunch.workflow import ops as wf
+
+    if as_json:
+        _emit_json(summary)
+    else:
+        click.echo("\n".join(wf.lines(summary)))
 
 
 def _finish_run(run_id: str, *, detach: bool, as_json: bool) -> None:
@@ -169,6 +227,17 @@ def retry(run_id: str, only_failed: bool, detach: bool, as_json: bool) -> None:
 
     if not only_failed:
         raise UsageError("say which splits: anylaunch retry RUN --failed")
+    from anylaunch.workflow import ops as wf
+
+    if wf.is_workflow_id(run_id):
+        summary = wf.retry(run_id, note=None if as_json else _note)
+        if not detach and summary["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            state = wf.wait(run_id, None if as_json else _note)
+            summary = wf.status(run_id)
+            _show_workflow(summary, as_json)
+            sys.exit(0 if state == "SUCCEEDED" else 1)
+        _show_workflow(summary, as_json)
+        return
     args = ops.parse(RetryArgs, {"run_id": run_id})
     view, submitted = ops.retry_failed(args, note=None if as_json else _note)
     # Nothing resubmitted: nothing to wait for.
@@ -276,9 +345,15 @@ def _state(text: str) -> Any:
 @_JSON
 @_handles_errors
 def status(job_id: str, as_json: bool) -> None:
-    """Show a job's state, exit code and state history — or a run's splits."""
+    """Show a job's state, exit code and state history — or a run's splits, or a
+    workflow's steps (resuming a workflow whose controller died)."""
     from anylaunch import ops
     from anylaunch.contract.inputs import RunOrJobRef
+    from anylaunch.workflow import ops as wf
+
+    if wf.is_workflow_id(job_id):
+        _show_workflow(wf.status(job_id), as_json)
+        return
 
     summary = ops.status(ops.parse(RunOrJobRef, {"id": job_id}))
     if as_json:
@@ -352,9 +427,24 @@ def logs(
 @_JSON
 @_handles_errors
 def cancel(job_ids: tuple[str, ...], as_json: bool) -> None:
-    """Cancel jobs; waits until each has stopped."""
+    """Cancel jobs (or workflows: every step still queued or running); waits until each
+    has stopped."""
     from anylaunch import ops
     from anylaunch.contract.inputs import CancelArgs
+    from anylaunch.workflow import ops as wf
+
+    if any(wf.is_workflow_id(j) for j in job_ids):
+        from anylaunch.errors import UsageError
+
+        if not all(wf.is_workflow_id(j) for j in job_ids):
+            raise UsageError("cancel workflows on their own: anylaunch cancel WF")
+        found = [wf.cancel(j) for j in job_ids]
+        if as_json:
+            _emit_json(found if len(found) > 1 else found[0])
+        else:
+            for summary in found:
+                click.echo("\n".join(wf.lines(summary)))
+        return
 
     args = ops.parse(CancelArgs, {"job_ids": list(job_ids)})
     results = ops.cancel(args, note=None if as_json else click.echo)

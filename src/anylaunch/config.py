@@ -45,6 +45,11 @@ def load(
     """Read a job file into a validated JobSpec."""
     environ = os.environ if environ is None else environ
     file = str(path)
+    return from_text(read_text(file), file=file, overrides_=overrides_, environ=environ)
+
+
+def read_text(file: str) -> str:
+    """A job file's text, within the size limit; one-line errors for what stops reading."""
     try:
         with open(file, "rb") as handle:  # no more than the limit: the file may be huge
             raw = handle.read(limits.MAX_JOB_FILE_BYTES + 1)
@@ -60,7 +65,7 @@ def load(
         raise ConfigError(
             f"cannot read ({exc.strerror})", file=file, fix="check permissions"
         ) from None
-    return from_text(text, file=file, overrides_=overrides_, environ=environ)
+    return text
 
 
 def from_text(
@@ -83,7 +88,18 @@ def from_text(
             file=file,
             fix="a job file holds settings: give long lists to the program as a file (inputs)",
         )
-    located = parse(text, file)
+    return from_located(parse(text, file), overrides_=overrides_, environ=environ)
+
+
+def from_located(
+    located: Located,
+    *,
+    overrides_: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> JobSpec:
+    """A parsed job file (or one step of a workflow file) into a validated JobSpec."""
+    environ = os.environ if environ is None else environ
+    file = located.file
     pins = Pins(Path(file), environ)
     expander = interpolate.Expander(
         located, environ, lambda key, at: pins.resolve(key, at, located)

@@ -142,7 +142,10 @@ def status(args: inputs.RunOrJobRef) -> dict[str, Any]:
     """A job's summary, events and reports; or, for a run id, the run's splits."""
     from anylaunch.errors import JobNotFound
     from anylaunch.reports import profile_reports
+    from anylaunch.workflow import ops as workflows
 
+    if workflows.is_workflow_id(args.id):
+        return workflows.status(args.id)
     try:
         job = api.get(args.id)
     except JobNotFound:
@@ -194,8 +197,13 @@ def diagnose(args: inputs.JobRef) -> dict[str, Any]:
 
 def cancel(args: inputs.CancelArgs, *, note: Note | None = None) -> Any:
     """Cancel each job and wait until it stopped: one summary, or a list for several."""
+    from anylaunch.workflow import ops as workflows
+
     results = []
     for job_id in args.job_ids:
+        if workflows.is_workflow_id(job_id):
+            results.append(workflows.cancel(job_id))
+            continue
         job = api.get(job_id)
         state = job.cancel()
         results.append(job.record.summary())

@@ -64,6 +64,26 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_key ON runs (key, created_at);
+CREATE TABLE IF NOT EXISTS workflows (
+    id TEXT PRIMARY KEY,
+    key TEXT,
+    name TEXT NOT NULL,
+    file TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    controller TEXT,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    cancel_requested_at REAL
+);
+CREATE TABLE IF NOT EXISTS workflow_steps (
+    workflow_id TEXT NOT NULL REFERENCES workflows (id),
+    step_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    error TEXT,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (workflow_id, step_id)
+);
 """
 
 _TERMINAL_SQL = "('SUCCEEDED','FAILED','CANCELLED','TIMEOUT','PREEMPTED')"
@@ -194,7 +214,212 @@ def _explain(path: Path, exc: sqlite3.Error) -> str:
     return f"job store {path}: {why} — {fix}"
 
 
-class Store:
+@dataclass
+class WorkflowRecord:
+    """One workflow: its steps as planned (`doc`), who advances it, and its last state."""
+
+    id: str
+    name: str
+    file: str
+    doc: dict[str, Any]
+    state: str
+    controller: dict[str, Any] | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    cancel_requested_at: float | None = None
+
+
+@dataclass
+class StepRow:
+    """A step the controller decided to start: the run that holds its jobs, and the
+    error that kept it from being submitted, if one did."""
+
+    step_id: str
+    run_id: str
+    error: str | None
+    created_at: float
+
+
+class WorkflowTables:
+    """The workflow half of the store (mixed into Store): a workflow row, and one row per
+    step written before the step's jobs are, so a step is started at most once."""
+
+    _db: sqlite3.Connection
+
+    def _write(self) -> Any:  # provided by Store
+        raise NotImplementedError
+
+    @_store_trouble
+    def add_workflow(self, record: WorkflowRecord, key: str | None = None) -> str:
+        """Record a workflow; with a `key` (the same `run` again) an unfinished workflow
+        of that key wins: nothing is written and its id is returned."""
+        now = time.time()
+        record.created_at = record.updated_at = now
+        with self._write() as db:
+            if key is not None:
+                row = db.execute(
+                    "SELECT id FROM workflows WHERE key = ? AND state NOT IN"
+                    " ('SUCCEEDED', 'FAILED', 'CANCELLED') ORDER BY created_at DESC LIMIT 1",
+                    (key,),
+                ).fetchone()
+                if row is not None:
+                    return str(row[0])
+            db.execute(
+                "INSERT INTO workflows (id, key, name, file, doc, controller, state, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    key,
+                    record.name,
+                    record.file,
+                    json.dumps(record.doc),
+                    json.dumps(record.controller) if record.controller else None,
+                    record.state,
+                    now,
+                    now,
+                ),
+            )
+        return record.id
+
+    @_store_trouble
+    def get_workflow(self, workflow_id: str) -> WorkflowRecord:
+        """A workflow by id or unique prefix."""
+        rows = self._db.execute(
+            "SELECT * FROM workflows WHERE id = ? OR id LIKE ? || '%' ORDER BY id LIMIT 3",
+            (workflow_id, workflow_id),
+        ).fetchall()
+        exact = [r for r in rows if r["id"] == workflow_id]
+        if exact:
+            rows = exact
+        if not rows or not workflow_id:
+            raise JobNotFound(f"no workflow '{workflow_id}' — list them with 'anylaunch ps'")
+        if len(rows) > 1:
+            ids = ", ".join(r["id"] for r in rows)
+            raise UsageError(f"workflow id '{workflow_id}' is ambiguous ({ids}) — give more")
+        return _workflow(rows[0])
+
+    @_store_trouble
+    def find_workflow(self, workflow_id: str) -> WorkflowRecord | None:
+        """The workflow `workflow_id` names (id or unique prefix), or None."""
+        try:
+            return self.get_workflow(workflow_id)
+        except JobNotFound:
+            return None
+
+    @_store_trouble
+    def workflows(self, limit: int | None = 50) -> list[WorkflowRecord]:
+        sql = "SELECT * FROM workflows ORDER BY created_at DESC"
+        rows = self._db.execute(sql + (" LIMIT ?" if limit else ""), (limit,) if limit else ())
+        return [_workflow(r) for r in rows.fetchall()]
+
+    @_store_trouble
+    def claim_controller(self, workflow_id: str, process: dict[str, Any]) -> bool:
+        """Become the one process that advances a workflow: True if none is recorded, the
+        recorded one is dead (a crash, a reboot), or it is `process` already."""
+        with self._write() as db:
+            row = db.execute(
+                "SELECT controller FROM workflows WHERE id = ?", (workflow_id,)
+            ).fetchone()
+            if row is None:
+                return False
+            owner = json.loads(row["controller"]) if row["controller"] else None
+            same = owner and owner.get("pid") == process["pid"]
+            if owner and not same and alive(owner):
+                return False
+            db.execute(
+                "UPDATE workflows SET controller = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(process), time.time(), workflow_id),
+            )
+            return True
+
+    @_store_trouble
+    def set_workflow_state(self, workflow_id: str, state: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE workflows SET state = ?, updated_at = ? WHERE id = ? AND state != ?",
+                (state, time.time(), workflow_id, state),
+            )
+
+    @_store_trouble
+    def set_workflow_doc(self, workflow_id: str, doc: dict[str, Any]) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE workflows SET doc = ?, updated_at = ? WHERE id = ?",
+                (json.dumps(doc), time.time(), workflow_id),
+            )
+
+    @_store_trouble
+    def request_cancel_workflow(self, workflow_id: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE workflows SET cancel_requested_at = COALESCE(cancel_requested_at, ?)"
+                " WHERE id = ?",
+                (time.time(), workflow_id),
+            )
+
+    @_store_trouble
+    def clear_cancel_workflow(self, workflow_id: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE workflows SET cancel_requested_at = NULL WHERE id = ?", (workflow_id,)
+            )
+
+    @_store_trouble
+    def claim_step(self, workflow_id: str, step_id: str, run_id: str) -> bool:
+        """Record the intent to start a step; False if it was recorded before (started,
+        or being started), so no step is ever started twice."""
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO workflow_steps (workflow_id, step_id, run_id, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                (workflow_id, step_id, run_id, time.time()),
+            )
+            return cursor.rowcount == 1
+
+    @_store_trouble
+    def step_rows(self, workflow_id: str) -> dict[str, StepRow]:
+        rows = self._db.execute(
+            "SELECT * FROM workflow_steps WHERE workflow_id = ?", (workflow_id,)
+        ).fetchall()
+        return {
+            r["step_id"]: StepRow(r["step_id"], r["run_id"], r["error"], r["created_at"])
+            for r in rows
+        }
+
+    @_store_trouble
+    def set_step_error(self, workflow_id: str, step_id: str, error: str | None) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE workflow_steps SET error = ? WHERE workflow_id = ? AND step_id = ?",
+                (error, workflow_id, step_id),
+            )
+
+    @_store_trouble
+    def forget_step(self, workflow_id: str, step_id: str) -> None:
+        """A step that never got a job (its submit was refused): may be started again."""
+        with self._write() as db:
+            db.execute(
+                "DELETE FROM workflow_steps WHERE workflow_id = ? AND step_id = ?"
+                " AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.run_id = workflow_steps.run_id)",
+                (workflow_id, step_id),
+            )
+
+
+def _workflow(row: sqlite3.Row) -> WorkflowRecord:
+    return WorkflowRecord(
+        id=row["id"],
+        name=row["name"],
+        file=row["file"],
+        doc=json.loads(row["doc"]),
+        state=row["state"],
+        controller=json.loads(row["controller"]) if row["controller"] else None,
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        cancel_requested_at=row["cancel_requested_at"],
+    )
+
+
+class Store(WorkflowTables):
     """A handle on the SQLite store; cheap to create, one connection per instance.
 
     Every public method reports SQLite's trouble (a read-only, immutable or damaged
@@ -215,7 +440,8 @@ class Store:
         self._db.execute("PRAGMA busy_timeout = 60000")
         self._db.execute("PRAGMA synchronous = NORMAL")
         # The newest table: an older store gets what it lacks (every statement is IF NOT EXISTS).
-        if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is None:
+        newest = "SELECT 1 FROM sqlite_master WHERE name = 'workflow_steps'"
+        if self._db.execute(newest).fetchone() is None:
             self._create()
 
     def _create(self) -> None:

@@ -170,9 +170,93 @@ class Volume(_Out):
 
 # Commands whose output is not one object.
 JobList = RootModel[list[JobSummary]]
-Cancelled = RootModel[JobSummary | list[JobSummary]]
-RunResult = RootModel[DryRun | JobSummary | RunStatus]
+StepState = Literal[
+    "PENDING",
+    "RUNNING",
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "PREEMPTED",
+    "UNKNOWN",
+    "WAITING",
+    "BLOCKED",
+    "SKIPPED",
+]
+
+
+class Handoff(_Out):
+    """An input of a step that is an earlier step's output, and how it gets there."""
+
+    input: str = Field(description="the consumer's input path")
+    step: str = Field(description="the step that writes it")
+    output: str = Field(description="the producer's output path")
+    uri: str = Field(description="where it lives in S3")
+    via: Literal["shared", "s3"] = Field(
+        description="shared: read in place on a filesystem both steps see; s3: downloaded"
+    )
+    filesystem: str | None = Field(description="with via shared: that filesystem")
+
+
+class WorkflowStep(_Out):
+    id: str = Field(description="the step id in the workflow file")
+    state: StepState = Field(
+        description="a run's state once started; WAITING (needs not done), BLOCKED (a"
+        " need failed), SKIPPED (not in this run: --only/--from)"
+    )
+    backend: Literal["local", "slurm", "skypilot", "lepton"]
+    needs: list[str]
+    run_id: str | None = Field(description="the run holding the step's jobs, once started")
+    error: str | None = Field(description="why the step could not be submitted")
+    handoffs: list[Handoff]
+    splits: list[Split] = Field(description="each split (one for a plain step) and its attempts")
+
+
+class WorkflowStatus(_Out):
+    """A workflow: `status WF`, `run wf.yaml`, `retry WF --failed`, `cancel WF`."""
+
+    id: str = Field(description="the workflow id (wf-...)")
+    kind: Literal["workflow"]
+    name: str
+    file: str
+    state: Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
+    mode: Literal["controller", "manual"] = Field(
+        description="controller: a detached process advances it; manual: execute_step"
+    )
+    controller: bool = Field(description="whether its controller process is alive now")
+    levels: list[list[str]] = Field(description="steps in order; one level's steps run at once")
+    steps: list[WorkflowStep]
+    created_at: float
+    updated_at: float
+
+
+class WorkflowPlanStep(_Out):
+    id: str
+    backend: Literal["local", "slurm", "skypilot", "lepton"]
+    needs: list[str]
+    splits: int | None
+    runs: bool = Field(description="false: left out by --only/--from")
+    handoffs: list[Handoff]
+    plan: PlanOut | None = Field(description="the plan (split 0's for a split step)")
+
+
+class WorkflowDryRun(_Out):
+    """`run wf.yaml --dry-run`: every step's plan and the order; nothing recorded."""
+
+    id: None = Field(description="none yet: nothing is recorded by a dry run")
+    kind: Literal["workflow"]
+    dry_run: Literal[True]
+    name: str
+    file: str
+    levels: list[list[str]]
+    order: list[str] = Field(description="the steps this run covers, in order")
+    steps: list[WorkflowPlanStep]
+
+
+Cancelled = RootModel[JobSummary | list[JobSummary] | WorkflowStatus | list[WorkflowStatus]]
+RunResult = RootModel[DryRun | JobSummary | RunStatus | WorkflowStatus | WorkflowDryRun]
 Submitted = RootModel[JobSummary | RunStatus]
-StatusResult = RootModel[JobStatus | RunStatus]
+RetryResult = RootModel[RunStatus | WorkflowStatus]
+StatusResult = RootModel[JobStatus | RunStatus | WorkflowStatus]
 ShapeTable = RootModel[dict[str, Shape]]
 VolumeList = RootModel[list[Volume]]

@@ -23,7 +23,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # Command (as typed after `anylaunch`, words joined by '-') -> the model of its --json output.
 COMMANDS: dict[str, type[BaseModel]] = {
     "run": out.RunResult,
-    "retry": out.RunStatus,
+    "retry": out.RetryResult,
     "preflight": out.Preflight,
     "ps": out.JobList,
     "status": out.StatusResult,

@@ -1,0 +1,186 @@
+"""The Python face of workflows: start one, look at it, retry what failed, or drive
+steps and splits one at a time (`execute_step`) the way agents do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from anylaunch import api as jobs_api
+from anylaunch.errors import UsageError
+from anylaunch.state import State
+from anylaunch.store import Store
+from anylaunch.workflow import controller, engine
+from anylaunch.workflow import record as wfrecord
+from anylaunch.workflow.model import Workflow
+
+
+class WorkflowRun:
+    """A recorded workflow: a handle on its row in the store."""
+
+    def __init__(self, workflow_id: str, store: Store | None = None) -> None:
+        self._store = store or Store()
+        self.id = self._store.get_workflow(workflow_id).id
+
+    def __repr__(self) -> str:
+        return f"WorkflowRun(id={self.id!r})"
+
+    def view(self) -> engine.WorkflowView:
+        """The graph, polled; an unfinished workflow whose controller died gets a new one."""
+        wf = engine.view(self.id, self._store)
+        controller.ensure(self.id, self._store)
+        return wf
+
+    def status(self) -> dict[str, Any]:
+        return self.view().to_json()
+
+    def state(self) -> str:
+        return self.view().state
+
+    def wait(self, timeout: float | None = None, poll_interval: float = 2.0) -> str:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            state = self.state()
+            if state in engine.ENDED:
+                return state
+            if deadline is not None and time.monotonic() >= deadline:
+                return state
+            time.sleep(poll_interval)
+
+    def retry_failed(self) -> dict[str, list[int]]:
+        """Rerun the failed steps and splits; the steps after them follow."""
+        done = engine.retry_failed(self.id, self._store)
+        controller.ensure(self.id, self._store)
+        return done
+
+    def cancel(self) -> dict[str, Any]:
+        return engine.cancel(self.id, self._store).to_json()
+
+
+def start(
+    workflow: Workflow,
+    *,
+    only: str | None = None,
+    start: str | None = None,
+    store: Store | None = None,
+    check: bool = True,
+) -> WorkflowRun:
+    """Record the workflow and hand it to a detached controller; returns at once. The
+    same workflow run again while unfinished is resumed, not started twice."""
+    store = store or Store()
+    selected = workflow.select(only, start)
+    if check:
+        preflight(workflow, selected)
+    workflow_id = wfrecord.add(workflow, selected, wfrecord.CONTROLLED, store, keyed=True)
+    run = WorkflowRun(workflow_id, store)
+    if not _slurm_chain(run.id, selected, workflow, store):
+        controller.ensure(run.id, store)
+    return run
+
+
+def _slurm_chain(workflow_id: str, selected: list[str], workflow: Workflow, store: Store) -> bool:
+    """Every step run on Slurm: the whole graph is one submission with native
+    dependencies (no controller needed), where that submission is available."""
+    if not all(workflow.steps[s].backend == "slurm" for s in selected):
+        return False
+    try:
+        from anylaunch.backends.slurm import chain  # type: ignore[attr-defined]
+    except ImportError:
+        return False
+    submit = getattr(chain, "submit_workflow", None)
+    if submit is None:
+        return False
+    submit(workflow_id, store)
+    return True
+
+
+def preflight(workflow: Workflow, selected: list[str]) -> None:
+    """Each step's quick checks before anything is recorded; an input that an earlier
+    step of this run writes is not there yet, so it is left out of the checks."""
+    from anylaunch import preflight as checks
+
+    failures = []
+    for sid in selected:
+        step = workflow.steps[sid]
+        produced = {h.input for h in step.handoffs if h.step in selected}
+        spec = step.spec
+        if produced:
+            kept = {k: v for k, v in spec.inputs.items() if k not in produced}
+            spec = spec.model_copy(update={"inputs": kept})
+        failures += checks.failed(jobs_api.checks(spec, step.backend))
+    if failures:
+        raise checks.PreflightFailed(failures)
+
+
+def get(workflow_id: str, store: Store | None = None) -> WorkflowRun:
+    return WorkflowRun(workflow_id, store)
+
+
+def execute_step(
+    plan: Workflow | WorkflowRun | str,
+    step_id: str,
+    extra_args: Mapping[str, Any] | None = None,
+    *,
+    store: Store | None = None,
+) -> str:
+    """Submit one step, or one split of it (`extra_args={"split_id": i}`), and return
+    its job id at once. Nothing advances the other steps: the caller drives them.
+
+    The same split again is the retry: a split whose latest attempt failed gets a new
+    attempt; one that is queued, running or succeeded is not submitted again (its job id
+    is returned). Poll the ids with `job.status()`, or `LeptonSDK.get_job_status`.
+    """
+    store = store or Store()
+    extra = dict(extra_args or {})
+    split_id = extra.pop("split_id", None)
+    if extra:
+        raise UsageError(f"extra_args: {', '.join(map(str, extra))} not known — only split_id is")
+    record = _manual_record(plan, store)
+    steps = record.doc["steps"]
+    if step_id not in steps:
+        raise UsageError(f"no step '{step_id}' — steps: {', '.join(steps)}")
+    count = steps[step_id].get("splits")
+    if split_id is not None:
+        if count is None:
+            raise UsageError(f"step {step_id} has no splits — call it without split_id")
+        if not isinstance(split_id, int) or not 0 <= split_id < count:
+            raise UsageError(f"split_id must be 0..{count - 1} for step {step_id}")
+    run_id = wfrecord.run_id(record.id, step_id)
+    store.claim_step(record.id, step_id, run_id)
+    wanted = [split_id] if split_id is not None else (list(range(count)) if count else [None])
+    latest = _latest(run_id, store)
+    todo = [
+        i
+        for i in wanted
+        if i not in latest
+        or latest[i].state in (State.FAILED, State.TIMEOUT, State.PREEMPTED)
+        or latest[i].state is State.CANCELLED
+    ]
+    if todo:
+        engine.submit_step(record, step_id, store, None if count is None else todo)
+        latest = _latest(run_id, store)
+    return latest[wanted[0]].id
+
+
+def _latest(run_id: str, store: Store) -> dict[int | None, Any]:
+    records = jobs_api.refresh(store.list(limit=None, run_id=run_id), store)
+    out: dict[int | None, Any] = {}
+    for job in sorted(records, key=lambda r: r.created_at):
+        out[job.split_id] = job
+    return out
+
+
+def _manual_record(plan: Workflow | WorkflowRun | str, store: Store) -> Any:
+    """The stored workflow `plan` stands for; a loaded file is recorded on first use
+    (without a controller) and keeps that record for later calls."""
+    if isinstance(plan, WorkflowRun):
+        return store.get_workflow(plan.id)
+    if isinstance(plan, str):
+        return store.get_workflow(plan)
+    recorded = getattr(plan, "recorded_id", None)
+    if recorded is None:
+        recorded = wfrecord.add(plan, plan.order(), wfrecord.MANUAL, store, keyed=False)
+        plan.recorded_id = recorded
+    return store.get_workflow(recorded)

@@ -1,0 +1,75 @@
+"""The detached process that advances a workflow (`python -m anylaunch.workflow.controller ID`).
+
+It holds the workflow in the store (`claim_controller`: one live controller at most),
+then polls and starts ready steps until the workflow ends. It keeps nothing in memory
+that the store does not have, so a controller killed at any point is replaced by the
+next command that touches the workflow (`ensure`), which carries on where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from anylaunch.errors import AnylaunchError
+from anylaunch.store import Store, alive, this_process
+from anylaunch.workflow import engine
+from anylaunch.workflow import record as wfrecord
+
+POLL_S = float(os.environ.get("ANYLAUNCH_WORKFLOW_POLL_S", "2"))
+
+
+def log_path(store: Store, workflow_id: str) -> Path:
+    return store.root / "workflows" / f"{workflow_id}.log"
+
+
+def ensure(workflow_id: str, store: Store) -> int | None:
+    """Start a controller for an unfinished workflow that has none alive (never started,
+    or killed: a crash, a reboot); the new process's pid, or None if none was needed."""
+    record = store.get_workflow(workflow_id)
+    if record.doc.get("mode") == wfrecord.MANUAL or alive(record.controller):
+        return None
+    if record.state in engine.ENDED:
+        return None
+    path = log_path(store, record.id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "anylaunch.workflow.controller", record.id],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # outlives the command that started it
+            close_fds=True,
+            env={**os.environ, "ANYLAUNCH_HOME": str(store.root)},
+        )
+    return proc.pid
+
+
+def main(workflow_id: str) -> int:
+    store = Store()
+    me = this_process()
+    if not store.claim_controller(workflow_id, me):
+        print(f"workflow {workflow_id}: another controller holds it", flush=True)
+        return 0
+    print(f"workflow {workflow_id}: controller {me['pid']} started", flush=True)
+    while True:
+        try:
+            wf = engine.advance(workflow_id, store)
+        except AnylaunchError as exc:  # a backend or the store did not answer: next time
+            print(f"workflow {workflow_id}: {exc.message}", flush=True)
+            time.sleep(POLL_S)
+            continue
+        if wf.state in engine.ENDED:
+            print(f"workflow {workflow_id}: {wf.state}", flush=True)
+            return 0
+        time.sleep(POLL_S)
+        if not store.claim_controller(workflow_id, me):  # taken over: leave it
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
