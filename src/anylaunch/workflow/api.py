@@ -85,8 +85,10 @@ def _slurm_chain(workflow_id: str, selected: list[str], workflow: Workflow, stor
     dependencies (no controller needed), where that submission is available."""
     if not all(workflow.steps[s].backend == "slurm" for s in selected):
         return False
-    try:
-        from anylaunch.backends.slurm import chain  # type: ignore[attr-defined]
+    import importlib
+
+    try:  # built beside this: the Slurm backend's own dependency chains
+        chain = importlib.import_module("anylaunch.backends.slurm.chain")
     except ImportError:
         return False
     submit = getattr(chain, "submit_workflow", None)
