@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from anylaunch import automodel, interpolate, limits, overrides
 from anylaunch.errors import ConfigError
 from anylaunch.pins import Pins
-from anylaunch.spec import BACKENDS, JobSpec
+from anylaunch.spec import BACKENDS, JobSpec, section_model
 from anylaunch.yamlsrc import KeyPath, Located, format_path, parse, text_keys
 
 # Top-level keys the launcher owns; anything else is the training program's recipe.
@@ -360,8 +360,11 @@ def _fix_for(kind: str, err: Mapping[str, Any]) -> str:
 def _model_at(path: KeyPath) -> Any:
     """The pydantic model class that owns the mapping at `path`, for key suggestions."""
     model: Any = JobSpec
-    for part in path:
+    for depth, part in enumerate(path):
         if isinstance(part, int):
+            continue
+        if depth == 0 and part in BACKENDS:  # typed loosely on JobSpec, see spec._section
+            model = section_model(str(part))
             continue
         field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
         if field is None:
