@@ -25,7 +25,8 @@ MAX_WAIT_S = 300
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built on first use: a command validates one of these models, never all of them.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class JobFile(_Args):
