@@ -660,8 +660,29 @@ def volumes(node_group: str | None, as_json: bool) -> None:
         )
 
 
+def _without_pydantic_plugins() -> None:
+    """The CLI's own models run without pydantic plugins, and skip the search for them.
+
+    pydantic looks for plugins when it builds a model's validator, through a module that
+    imports importlib.metadata (~10-25 ms) and then scans every installed distribution's
+    entry points. No plugin has anything to do with the CLI's job-file and argument
+    models. PYDANTIC_DISABLE_PLUGINS would not avoid the import, and set in this process's
+    environment it would reach every job started from here, turning off the plugins of
+    the user's own program; so this process alone gets a loader that finds none. The
+    Python API (`import anylaunch`) leaves pydantic as the caller has it.
+    """
+    name = "pydantic.plugin._loader"
+    if name not in sys.modules:
+        import types
+
+        loader = types.ModuleType(name, "anylaunch CLI: no pydantic plugins in this process")
+        loader.__dict__["get_plugins"] = lambda: ()
+        sys.modules[name] = loader
+
+
 def main() -> None:
     """Entry point: usage errors exit 2, as the contract says, also with --json."""
+    _without_pydantic_plugins()
     try:
         cli.main(standalone_mode=False)
     except click.UsageError as exc:
