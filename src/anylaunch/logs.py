@@ -22,12 +22,16 @@ def follow(
 ) -> Iterator[str]:
     """Yield complete lines as they appear, until the job is terminal and all is read.
 
-    Polls every 20 ms at first, backing off to `interval`: the first lines of a job are
-    the ones a person waits for (a fixed 0.25 s added 125 ms on average to `run`).
+    Polls every 20 ms until the first line (for up to 5 s: torchrun alone takes seconds
+    to start a program), then backs off to
+    `interval`: the first line is the one a person waits for. A fixed 0.25 s added 125 ms
+    on average to `run`, and backing off from the start still added up to ~200 ms when
+    the program took half a second to start.
     """
     backend = get_backend(job.backend)
     secrets = job.secrets()
     wait = min(0.02, interval)
+    quick_until = time.monotonic() + 5.0
     seen: dict[int, int] = {}  # node -> bytes consumed, always at a line start
     first = True
     while True:
@@ -48,4 +52,5 @@ def follow(
         if terminal:
             return
         time.sleep(wait)
-        wait = min(wait * 1.5, interval)
+        if any(seen.values()) or time.monotonic() > quick_until:
+            wait = min(wait * 1.5, interval)

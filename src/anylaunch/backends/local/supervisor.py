@@ -23,13 +23,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psutil
-
-from anylaunch.backends.local.proctree import end_descendants
 from anylaunch.state import State
-from anylaunch.store import Store
+
+if TYPE_CHECKING:
+    from anylaunch.store import Store
+
+# The program's first line is what the person running `anylaunch run` waits for, so the
+# nodes start before this process imports the store (sqlite3, dataclasses) and psutil:
+# only the ending of a job needs those.
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -40,7 +43,6 @@ def main(job_dir: Path) -> int:
     payload = plan["payload"]
     grace = float(payload.get("kill_grace_s", 10.0))
     job_id = plan["job_id"]
-    store = Store()
     _become_subreaper()
 
     stop = {"signal": None}
@@ -51,9 +53,11 @@ def main(job_dir: Path) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
 
-    store.transition(job_id, State.STARTING)
+    store: Store | None = None
     first_log = payload["nodes"][0]["log"]
     if payload.get("stage_in"):
+        store = _store()
+        store.transition(job_id, State.STARTING)
         code = _step(payload["stage_in"], payload["workdir"], first_log, stop)
         if stop["signal"] is not None:
             _terminate_tree(grace)
@@ -82,8 +86,16 @@ def main(job_dir: Path) -> int:
                 log.write(f"anylaunch: cannot start node {node['node_rank']}: {exc}\n".encode())
                 _terminate_tree(grace)
                 return _finish(
-                    job_dir, store, job_id, State.FAILED, 127, f"node {node['node_rank']}: {exc}"
+                    job_dir,
+                    store or _store(),
+                    job_id,
+                    State.FAILED,
+                    127,
+                    f"node {node['node_rank']}: {exc}",
                 )
+    if store is None:
+        store = _store()
+        store.transition(job_id, State.STARTING)
     store.transition(job_id, State.RUNNING)
 
     first_failure: tuple[int, int] | None = None  # (node rank, exit code)
@@ -170,8 +182,18 @@ def _die_with(parent: int) -> Callable[[], None] | None:
     return arm
 
 
+def _store() -> Store:
+    from anylaunch.store import Store
+
+    return Store()
+
+
 def _terminate_tree(grace: float) -> None:
     """SIGTERM every descendant, SIGKILL what is left after `grace` seconds."""
+    import psutil
+
+    from anylaunch.backends.local.proctree import end_descendants
+
     end_descendants(psutil.Process(), grace)
 
 
