@@ -203,3 +203,61 @@ def test_submit_again_after_a_crash_between_steps_starts_only_the_missing_ones(
     (tmp_path / "out" / "go").touch()
     final = wait_for(steps, store)
     assert {sid: s.state for sid, s in final.items()} == dict.fromkeys("abc", State.SUCCEEDED)
+
+
+# A submitter that dies at its sbatch of one step: just after Slurm took it (its id never
+# recorded), or just before (recorded, never sent).
+CRASHER = """
+import json, os, signal, sys
+from anylaunch import config
+from anylaunch.backends.slurm import chain, commands
+files, prefix, victim, when = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+needs = {"a": (), "b": ("a",), "c": ("b",)}
+real = commands.run
+def run(argv, **kw):
+    hit = argv[0] == "sbatch" and f"--job-name={victim}" in open(argv[-1]).read()
+    if hit and when == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    proc = real(argv, **kw)
+    if hit:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return proc
+commands.run = run
+steps = [chain.Step(s, config.load(f), f"{prefix}.{s}", needs[s]) for s, f in files.items()]
+chain.submit(steps)
+"""
+
+
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_submitter_killed_at_a_steps_sbatch_leaves_no_step_submitted_twice(
+    write, tmp_path, home, when
+):
+    steps = [
+        step(write, tmp_path, "a", "while [ ! -f go ]; do sleep 0.2; done; echo a >> ran"),
+        step(write, tmp_path, "b", "echo b >> ran", needs=["a"]),
+        step(write, tmp_path, "c", "echo c >> ran", needs=["b"]),
+    ]
+    files = {s.id: s.spec.source for s in steps}
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASHER, json.dumps(files), tmp_path.name, "b", when],
+        env={**os.environ, "ANYLAUNCH_HOME": str(home)},
+        cwd=ROOT,
+        check=False,
+    )
+    assert crashed.returncode == -signal.SIGKILL
+    store = Store(home)
+    (b_job,) = store.list(run_id=steps[1].run_id)
+    assert b_job.native_id is None  # recorded, its Slurm id never written down
+    assert store.list(run_id=steps[2].run_id) == []  # c never started
+
+    assert chain.submit(steps, store) == {}  # the same submission again
+    (b_job,) = store.list(run_id=steps[1].run_id)
+    queue = commands.run(["squeue", "--noheader", "--states=all", "--format=%A|%k"]).stdout
+    b_in_slurm = [line.split("|")[0] for line in queue.split() if line.endswith(f":{b_job.id}")]
+    assert b_in_slurm == [b_job.native_id]  # one job for b in Slurm, the one recorded
+    (c_job,) = store.list(run_id=steps[2].run_id)
+    assert f"Dependency=afterok:{b_job.native_id}(unfulfilled)" in scontrol(c_job.native_id)
+    (tmp_path / "out" / "go").touch()
+    final = wait_for(steps, store)
+    assert {sid: s.state for sid, s in final.items()} == dict.fromkeys("abc", State.SUCCEEDED)
+    assert (tmp_path / "out" / "ran").read_text().split() == ["a", "b", "c"]
