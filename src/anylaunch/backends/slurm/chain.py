@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -202,19 +202,34 @@ def state_word(state: State) -> str:
     )
 
 
-def submit(steps: Sequence[Step], store: Store | None = None) -> dict[str, Gate]:
+OnStart = Callable[[Step], None]
+
+
+def submit(
+    steps: Sequence[Step],
+    store: Store | None = None,
+    *,
+    on_start: OnStart | None = None,
+    check: bool = True,
+) -> dict[str, Gate]:
     """Hand every step to Slurm, in dependency order, each waiting (`afterok`) on the
     jobs of the steps it needs; return at once. Steps already started are not started
     again (their unsent jobs are sent), so calling it again after a crash finishes the
-    submission. Returns the gate of each step not submitted now: blocked or waiting."""
+    submission. Returns the gate of each step not submitted now: blocked or waiting.
+
+    `on_start(step)` runs before a step's first jobs are recorded (a workflow writes its
+    step row there); `check` runs every step's quick preflight checks first."""
     store = store or Store()
     ordered = order(steps)
-    _preflight(ordered)
+    if check:
+        _preflight(ordered)
     with _locked(store, ordered):
-        return _advance(ordered, store, redo=set())
+        return _advance(ordered, store, redo=set(), on_start=on_start)
 
 
-def retry_failed(steps: Sequence[Step], store: Store | None = None) -> dict[str, list[int]]:
+def retry_failed(
+    steps: Sequence[Step], store: Store | None = None, *, on_start: OnStart | None = None
+) -> dict[str, list[int]]:
     """Resubmit the failed splits of each failed step (a step that is one job: the job)
     and every step after them that did not succeed, each waiting on the new jobs of the
     steps it needs. A step that succeeded is never rerun. Returns {step: split ids
@@ -232,7 +247,7 @@ def retry_failed(steps: Sequence[Step], store: Store | None = None) -> dict[str,
         redo = _after(ordered, failed) | failed
         _cancel_waiting(ordered, redo - failed, records, store)
         before = {s.id: len(records[s.id]) for s in ordered}
-        _advance(ordered, store, redo=redo)
+        _advance(ordered, store, redo=redo, on_start=on_start)
         done: dict[str, list[int]] = {}
         for step in ordered:
             new = sorted(store.list(limit=None, run_id=step.run_id), key=lambda r: r.created_at)
@@ -282,7 +297,9 @@ def status(steps: Sequence[Step], store: Store | None = None) -> list[StepStatus
 # -- the work ---------------------------------------------------------------------------
 
 
-def _advance(ordered: list[Step], store: Store, *, redo: set[str]) -> dict[str, Gate]:
+def _advance(
+    ordered: list[Step], store: Store, *, redo: set[str], on_start: OnStart | None
+) -> dict[str, Gate]:
     records = _refresh(ordered, store)
     submitted_now: set[str] = set()  # Slurm ids sent by this call: known to slurmctld
     held: dict[str, Gate] = {}
@@ -299,6 +316,8 @@ def _advance(ordered: list[Step], store: Store, *, redo: set[str]) -> dict[str, 
             if g.blocked or g.waiting:
                 held[step.id] = g
                 continue
+            if not jobs and on_start is not None:
+                on_start(step)
             _start(step, g.after, todo, store)
         records[step.id] = sorted(
             store.list(limit=None, run_id=step.run_id), key=lambda r: r.created_at
