@@ -154,10 +154,10 @@ def state_of(records: Sequence[JobRecord]) -> State | None:
     return State.FAILED
 
 
-def gate(step: Step, records: dict[str, list[JobRecord]]) -> Gate:
-    """Pure: from the jobs of the steps it needs, whether `step` can be submitted now."""
+def gate(needs: Sequence[str], records: dict[str, list[JobRecord]]) -> Gate:
+    """Pure: from the jobs of the steps it needs, whether a step can be submitted now."""
     after: list[str] = []
-    for need in step.needs:
+    for need in needs:
         jobs = records.get(need, [])
         state = state_of(jobs)
         if state is None:
@@ -242,7 +242,7 @@ def retry_failed(
             s.id
             for s in ordered
             if state_of(records[s.id]) in (State.FAILED, State.CANCELLED)
-            or (state_of(records[s.id]) is None and gate(s, records).blocked)
+            or (state_of(records[s.id]) is None and gate(s.needs, records).blocked)
         }
         redo = _after(ordered, failed) | failed
         _cancel_waiting(ordered, redo - failed, records, store)
@@ -269,7 +269,7 @@ def status(steps: Sequence[Step], store: Store | None = None) -> list[StepStatus
         state = state_of(jobs)
         detail = None
         if state is None:
-            g = gate(step, records)
+            g = gate(step.needs, records)
             state = State.CANCELLED if g.blocked else State.PENDING
             detail = f"not submitted: {g.blocked or g.waiting}"
         elif state is State.CANCELLED and not any(j.cancel_requested_at for j in jobs):
@@ -311,7 +311,7 @@ def _advance(
             todo = _todo(step, jobs)
             if todo == []:
                 continue
-            g = gate(step, records)
+            g = gate(step.needs, records)
             g = _known(g, submitted_now)
             if g.blocked or g.waiting:
                 held[step.id] = g
@@ -366,7 +366,7 @@ def _send_unsent(
     ]
     if not todo:
         return
-    g = gate(step, records)
+    g = gate(step.needs, records)
     if g.blocked or g.waiting:
         return
     from anylaunch import splits
