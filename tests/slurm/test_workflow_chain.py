@@ -18,7 +18,7 @@ import pytest
 from anylaunch import config
 from anylaunch.backends.slurm import chain, commands
 from anylaunch.state import State
-from anylaunch.store import Store
+from anylaunch.store import JobRecord, Store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -261,3 +261,24 @@ def test_submitter_killed_at_a_steps_sbatch_leaves_no_step_submitted_twice(
     final = wait_for(steps, store)
     assert {sid: s.state for sid, s in final.items()} == dict.fromkeys("abc", State.SUCCEEDED)
     assert (tmp_path / "out" / "ran").read_text().split() == ["a", "b", "c"]
+
+
+def test_no_dependency_is_put_on_a_job_slurm_no_longer_lists(write, tmp_path, home):
+    # slurmctld lifts a dependency on a job it has forgotten, whatever its outcome: the
+    # step must wait for that job's outcome to be looked up, not be submitted.
+    steps = [
+        step(write, tmp_path, "a", "true"),
+        step(write, tmp_path, "b", "echo b >> ran", needs=["a"]),
+    ]
+    store = Store(home)
+    gone = store.add(
+        JobRecord(
+            id="gonejob1", name="a", backend="slurm", state=State.PENDING, job_dir=str(tmp_path),
+            run_id=steps[0].run_id,
+        )
+    )  # fmt: skip
+    store.set_native(gone.id, "999999", {"requeue": True, "array": False})
+    store.transition(gone.id, State.RUNNING)
+    held = chain.submit(steps, store)
+    assert held["b"].waiting == "Slurm no longer lists job 999999: its outcome is looked up"
+    assert store.list(run_id=steps[1].run_id) == []

@@ -306,7 +306,7 @@ def _advance(
     for step in ordered:
         jobs = records[step.id]
         if jobs and step.id not in redo:
-            _send_unsent(step, jobs, records, store)
+            _send_unsent(step, jobs, records, store, submitted_now)
         else:
             todo = _todo(step, jobs)
             if todo == []:
@@ -319,14 +319,18 @@ def _advance(
             if not jobs and on_start is not None:
                 on_start(step)
             _start(step, g.after, todo, store)
+        before = _slurm_ids(jobs)
         records[step.id] = sorted(
             store.list(limit=None, run_id=step.run_id), key=lambda r: r.created_at
         )
-        submitted_now |= {j.native_id for j in records[step.id] if j.native_id}
-        submitted_now |= {
-            str(j.meta["array_job_id"]) for j in records[step.id] if "array_job_id" in j.meta
-        }
+        submitted_now |= _slurm_ids(records[step.id]) - before
     return held
+
+
+def _slurm_ids(jobs: Sequence[JobRecord]) -> set[str]:
+    """Every Slurm id the jobs go by: their own and their arrays'."""
+    ids = {j.native_id for j in jobs if j.native_id}
+    return ids | {str(j.meta["array_job_id"]) for j in jobs if "array_job_id" in j.meta}
 
 
 def _todo(step: Step, jobs: list[JobRecord]) -> list[int] | None:
@@ -353,7 +357,11 @@ def _start(step: Step, after: Sequence[str], splits_: list[int] | None, store: S
 
 
 def _send_unsent(
-    step: Step, jobs: list[JobRecord], records: dict[str, list[JobRecord]], store: Store
+    step: Step,
+    jobs: list[JobRecord],
+    records: dict[str, list[JobRecord]],
+    store: Store,
+    submitted_now: set[str],
 ) -> None:
     """A started step's jobs recorded by a process that died before sending them, and
     that Slurm does not have (the poll asked it by comment): send them under their ids."""
@@ -366,7 +374,7 @@ def _send_unsent(
     ]
     if not todo:
         return
-    g = gate(step.needs, records)
+    g = _known(gate(step.needs, records), submitted_now)
     if g.blocked or g.waiting:
         return
     from anylaunch import splits
