@@ -475,7 +475,7 @@ def lepton_emulator(
     from anylaunch.errors import UsageError
 
     try:
-        from anylaunch.lepton.emulator.server import serve
+        from anylaunch.lepton_emulator.server import serve
     except ImportError as exc:
         raise UsageError(
             f"the emulator needs {exc.name} — pip install 'anylaunch[lepton-emulator]'"

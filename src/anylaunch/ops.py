@@ -244,13 +244,13 @@ def retry_failed(args: inputs.RetryArgs, *, note: Note | None = None) -> tuple[R
 
 def lepton_shapes(args: inputs.NodeGroupArgs) -> dict[str, Any]:
     """The workspace's resource shapes by id (what `lepton.resource_shape` takes)."""
-    from anylaunch.lepton.sdk import LeptonSDK
+    from anylaunch.sdk.lepton_sdk import LeptonSDK
 
     return LeptonSDK().list_resource_shapes(args.node_group)
 
 
 def lepton_volumes(args: inputs.NodeGroupArgs) -> list[dict[str, Any]]:
     """The shared volumes of the workspace's node groups (what `mounts` can name)."""
-    from anylaunch.lepton.sdk import LeptonSDK
+    from anylaunch.sdk.lepton_sdk import LeptonSDK
 
     return LeptonSDK().get_volumes(args.node_group)

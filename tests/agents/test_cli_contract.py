@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from anylaunch.lepton.emulator.server import Emulator
+from anylaunch.lepton_emulator.server import Emulator
 
 
 def test_logs_since_an_offset_prints_only_what_followed(cli, write):

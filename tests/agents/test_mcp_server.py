@@ -223,7 +223,7 @@ def test_read_only_server_offers_only_reading_tools_and_refuses_run(server_env, 
 @pytest.mark.torch
 def test_agent_runs_on_the_lepton_emulator_and_cancels(server_env, tmp_path, home):
     pytest.importorskip("torch")
-    from anylaunch.lepton.emulator.server import Emulator
+    from anylaunch.lepton_emulator.server import Emulator
 
     failing = failing_program(tmp_path)
     with Emulator(state_dir=tmp_path / "emulator", seed=7) as emu:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from anylaunch.lepton.emulator.server import Emulator
+from anylaunch.lepton_emulator.server import Emulator
 
 
 @pytest.fixture

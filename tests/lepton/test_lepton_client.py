@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from anylaunch import api
-from anylaunch.lepton.client import Credentials, LeptonClient
-from anylaunch.lepton.errors import (
+from anylaunch.backends.lepton.rest.client import Credentials, LeptonClient
+from anylaunch.backends.lepton.rest.errors import (
     LeptonAuthError,
     LeptonCredentialsMissing,
     LeptonUnavailable,

@@ -9,7 +9,7 @@ import psutil
 import pytest
 from lepton_helpers import ROOT
 
-from anylaunch.lepton import LeptonSDK
+from anylaunch.sdk import LeptonSDK
 
 SCRIPT = ROOT / "scripts" / "devstack.d" / "lepton"
 

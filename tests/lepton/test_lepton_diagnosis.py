@@ -8,7 +8,7 @@ import pytest
 from lepton_helpers import wait_until
 
 from anylaunch import api
-from anylaunch.lepton import LeptonSDK
+from anylaunch.sdk import LeptonSDK
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import re
 import pytest
 from lepton_helpers import MOUNT, NODE_GROUP, PROGRAMS, ROOT, on_volume, volume_dir, wait_until
 
-from anylaunch.lepton import LeptonSDK
+from anylaunch.sdk import LeptonSDK
 
 # The program reaches the replicas on the node group's Lustre volume, like on Lepton.
 DEMO = f"{MOUNT}/programs/ddp_demo.py --steps 5 --checkpoint-dir {MOUNT}/ckpt"

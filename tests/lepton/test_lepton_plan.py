@@ -256,7 +256,7 @@ def test_a_reserved_env_name_is_a_config_error_with_file_and_line(lcli, write):
 
 
 def test_the_shape_id_is_the_metadata_id_not_the_display_name(lcli, write):
-    from anylaunch.lepton import wire
+    from anylaunch.backends.lepton.rest import wire
 
     shape = wire.Shape.model_validate(
         {"metadata": {"id": "gpu.8xh100-sxm"}, "spec": {"name": "H100 SXM x8"}}

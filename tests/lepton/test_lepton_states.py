@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.states import sdk_status, to_state
-from anylaunch.lepton import wire
 from anylaunch.runs import RunView
 from anylaunch.state import State
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, store_problems, wait_until
 
-from anylaunch.lepton.emulator.server import Emulator
+from anylaunch.lepton_emulator.server import Emulator
 from anylaunch.state import State
 from anylaunch.store import Store
 

@@ -225,7 +225,7 @@ def test_a_lepton_job_created_but_never_noted_is_found_by_its_name_not_created_a
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from anylaunch import splits
-    from anylaunch.lepton.emulator.server import Emulator
+    from anylaunch.lepton_emulator.server import Emulator
 
     spec = JobSpec(
         command=["true"], launcher="none", image="python:3.11", splits=2,

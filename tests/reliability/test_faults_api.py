@@ -18,7 +18,7 @@ import httpx
 import pytest
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, fault, load_json
 
-from anylaunch.lepton.emulator.server import Emulator
+from anylaunch.lepton_emulator.server import Emulator
 
 SUBMISSIONS = 50
 # Each route fails 30% of the time in all (the first fault that fires wins).
@@ -75,7 +75,7 @@ def test_fifty_submissions_under_thirty_percent_faults_make_exactly_fifty_jobs(
         "env: {WANDB_API_KEY: planted-wandb-key-1234}\n"
         "lepton: {resource_shape: cpu.small}\n"
     )
-    from anylaunch.lepton.emulator.server import set_faults
+    from anylaunch.lepton_emulator.server import set_faults
 
     set_faults(emulator.url, emulator.token, _all_faults())
     env = cli_env(home, **emulator.env())

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, wait_until
 
-from anylaunch.lepton.emulator.server import Emulator
+from anylaunch.lepton_emulator.server import Emulator
 
 NAMES = ("HF_TOKEN", "ACCESS_KEY", "SECRET_KEY", "LEPTON_AUTH_TOKEN", "NGC_KEY")
 

@@ -29,7 +29,7 @@ from reliability_helpers import (
 )
 
 from anylaunch import api
-from anylaunch.lepton.emulator.server import Emulator, set_faults
+from anylaunch.lepton_emulator.server import Emulator, set_faults
 from anylaunch.state import State
 from anylaunch.store import Store
 from helpers import wait_until

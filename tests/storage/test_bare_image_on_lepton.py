@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch.lepton.emulator import sandbox
-from anylaunch.lepton.emulator.server import Emulator
+from anylaunch.lepton_emulator import sandbox
+from anylaunch.lepton_emulator.server import Emulator
 from helpers import wait_until
 
 PROGRAM = Path(__file__).resolve().parents[1] / "lepton" / "programs" / "stdlib_trainer.py"

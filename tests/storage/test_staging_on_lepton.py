@@ -3,7 +3,7 @@ devstack S3 server, worker 0 uploads the outputs, in a bare image (python3 only)
 
 from __future__ import annotations
 
-from anylaunch.lepton.emulator.server import Emulator
+from anylaunch.lepton_emulator.server import Emulator
 
 READER = (
     "import os, pathlib; files = sorted(p.name for p in pathlib.Path('data').iterdir());"

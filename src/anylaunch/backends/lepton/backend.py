@@ -18,9 +18,9 @@ from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanCo
 from anylaunch.backends.lepton import plan as lepton_plan
 from anylaunch.backends.lepton import resolve, states
 from anylaunch.backends.lepton.config import LeptonSection
+from anylaunch.backends.lepton.rest import wire
+from anylaunch.backends.lepton.rest.errors import LeptonError, LeptonNotFound, LeptonUnavailable
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
-from anylaunch.lepton import wire
-from anylaunch.lepton.errors import LeptonError, LeptonNotFound, LeptonUnavailable
 from anylaunch.plan import Plan
 from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
@@ -28,7 +28,7 @@ from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
 if TYPE_CHECKING:  # the client (httpx) is imported when a call is made, not by a dry-run
-    from anylaunch.lepton.client import LeptonClient
+    from anylaunch.backends.lepton.rest.client import LeptonClient
 
 PENDING_PREFIX = "pending:"  # native id while a resubmission is being created
 NGC_REGISTRY = "nvcr.io"
@@ -43,7 +43,7 @@ class LeptonBackend:
 
     def _client(self) -> LeptonClient:
         if self._client_factory is None:
-            from anylaunch.lepton.client import LeptonClient
+            from anylaunch.backends.lepton.rest.client import LeptonClient
 
             return LeptonClient()
         return self._client_factory()
@@ -255,7 +255,7 @@ class LeptonBackend:
 
         try:
             with self._client() as client:
-                from anylaunch.lepton.analysis import event_line
+                from anylaunch.backends.lepton.analysis import event_line
 
                 return [event_line(e) for e in client.events(job.native_id)]
         except AnylaunchError:
@@ -266,8 +266,8 @@ class LeptonBackend:
         and every mount's path is one the volume's storage permissions allow."""
         if not deep:
             return []
+        from anylaunch.backends.lepton.rest.errors import LeptonCredentialsMissing
         from anylaunch.errors import AnylaunchError
-        from anylaunch.lepton.errors import LeptonCredentialsMissing
 
         try:
             client = self._client()

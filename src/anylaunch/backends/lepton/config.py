@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from anylaunch.backends.lepton.rest.rules import RESERVED_ENV_NAMES
 from anylaunch.envvars import EnvName, EnvValue
-from anylaunch.lepton.rules import RESERVED_ENV_NAMES
 
 PriorityClass = Literal[
     "low-1000", "low-2000", "low-3000", "mid-4000", "mid-5000", "mid-6000",

@@ -18,9 +18,9 @@ from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.lepton.config import LeptonSection, located_error
 from anylaunch.backends.lepton.names import job_name, secret_name
+from anylaunch.backends.lepton.rest import wire
+from anylaunch.backends.lepton.rest.rules import DEFAULT_PRIORITY_CLASS, RESERVED_ENV_NAMES
 from anylaunch.errors import ConfigError
-from anylaunch.lepton import wire
-from anylaunch.lepton.rules import DEFAULT_PRIORITY_CLASS, RESERVED_ENV_NAMES
 from anylaunch.node import command, rendezvous
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import has_reference

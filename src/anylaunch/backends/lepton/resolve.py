@@ -10,12 +10,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from anylaunch.backends.lepton.config import LeptonSection
+from anylaunch.backends.lepton.rest import wire
 from anylaunch.errors import ConfigError
-from anylaunch.lepton import wire
 from anylaunch.spec import JobSpec
 
 if TYPE_CHECKING:  # the client (httpx) is imported only when a call is made
-    from anylaunch.lepton.client import LeptonClient
+    from anylaunch.backends.lepton.rest.client import LeptonClient
 
 VOLUME_PREFERENCE = ("lustre", "filestore")
 SHAPES_TTL_S = 60.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from anylaunch.lepton import wire
+from anylaunch.backends.lepton.rest import wire
 from anylaunch.state import State
 
 _DIRECT = {

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anylaunch.lepton.emulator import catalog, images, sandbox
-from anylaunch.lepton.emulator.faults import Fault
-from anylaunch.lepton.emulator.replicas import Replica
+from anylaunch.lepton_emulator import catalog, images, sandbox
+from anylaunch.lepton_emulator.faults import Fault
+from anylaunch.lepton_emulator.replicas import Replica
 
 # Without namespaces there are no images: replicas run on this machine, as they used to.
 _HOST_PATH = f"{Path(sys.executable).parent}:{images.SYSTEM_PATH}"

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from anylaunch.backends.lepton.rest import wire
 from anylaunch.diagnose.engine import Diagnosis
-from anylaunch.lepton import wire
 
 PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff"})
 _ERROR_LINE = re.compile(

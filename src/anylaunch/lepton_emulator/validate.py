@@ -9,8 +9,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from anylaunch.lepton import rules
-from anylaunch.lepton.emulator import catalog
+from anylaunch.backends.lepton.rest import rules
+from anylaunch.lepton_emulator import catalog
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")

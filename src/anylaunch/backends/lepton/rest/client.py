@@ -28,8 +28,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from anylaunch.lepton import wire
-from anylaunch.lepton.errors import (
+from anylaunch.backends.lepton.rest import wire
+from anylaunch.backends.lepton.rest.errors import (
     LeptonAuthError,
     LeptonCredentialsMissing,
     LeptonError,

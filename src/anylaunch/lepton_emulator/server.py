@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import uvicorn
 
-from anylaunch.lepton.emulator.app import build
-from anylaunch.lepton.emulator.world import World
+from anylaunch.lepton_emulator.app import build
+from anylaunch.lepton_emulator.world import World
 
 DEFAULT_WORKSPACE = "ws-emulator"
 
@@ -133,7 +133,7 @@ def serve(
     faults: list[dict[str, Any]] | None = None,
 ) -> None:
     """Run in the foreground until SIGINT/SIGTERM, then end every replica."""
-    from anylaunch.lepton.emulator.faults import Fault
+    from anylaunch.lepton_emulator.faults import Fault
 
     world = World(workspace, {token}, state_dir)
     world.faults.add([Fault.model_validate(f) for f in faults or []])

@@ -22,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from anylaunch.lepton.emulator import catalog, selectors
-from anylaunch.lepton.emulator.faults import Fault
-from anylaunch.lepton.emulator.validate import Invalid
-from anylaunch.lepton.emulator.world import World
+from anylaunch.lepton_emulator import catalog, selectors
+from anylaunch.lepton_emulator.faults import Fault
+from anylaunch.lepton_emulator.validate import Invalid
+from anylaunch.lepton_emulator.world import World
 
 Handler = Callable[[Request, World], Awaitable[Response]]
 BASE = "/api/v2/workspaces/{ws}"

@@ -212,10 +212,10 @@ def _link_distribution(dist: metadata.Distribution, site: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m anylaunch.lepton.emulator.images build`: build the profiles now."""
+    """`python -m anylaunch.lepton_emulator.images build`: build the profiles now."""
     args = sys.argv[1:] if argv is None else argv
     if args != ["build"]:
-        print("usage: python -m anylaunch.lepton.emulator.images build", file=sys.stderr)
+        print("usage: python -m anylaunch.lepton_emulator.images build", file=sys.stderr)
         return 2
     print(f"pytorch image profile: {build_pytorch()}")
     return 0

@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from anylaunch.lepton.emulator import validate
-from anylaunch.lepton.emulator.faults import FaultBook
-from anylaunch.lepton.emulator.jobs import TERMINAL, JobRun, suffix
+from anylaunch.lepton_emulator import validate
+from anylaunch.lepton_emulator.faults import FaultBook
+from anylaunch.lepton_emulator.jobs import TERMINAL, JobRun, suffix
 
 ALIVE_HIDDEN = frozenset({"Deleted", "Archived"})
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import httpx
 
-from anylaunch.lepton import analysis, wire
-from anylaunch.lepton.client import Credentials, LeptonClient
-from anylaunch.lepton.errors import LeptonAuthError
+from anylaunch.backends.lepton import analysis
+from anylaunch.backends.lepton.rest import wire
+from anylaunch.backends.lepton.rest.client import Credentials, LeptonClient
+from anylaunch.backends.lepton.rest.errors import LeptonAuthError
 from anylaunch.redact import mask
 
 FINISHED = frozenset({"Completed", "Failed", "Stopped", "Deleted", "Archived"})
