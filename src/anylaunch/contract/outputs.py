@@ -220,8 +220,9 @@ class WorkflowStatus(_Out):
     name: str
     file: str
     state: Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
-    mode: Literal["controller", "manual"] = Field(
-        description="controller: a detached process advances it; manual: execute_step"
+    mode: Literal["controller", "manual", "slurm"] = Field(
+        description="controller: a detached process advances it; manual: execute_step;"
+        " slurm: every step on Slurm, handed over at once with native dependencies"
     )
     controller: bool = Field(description="whether its controller process is alive now")
     levels: list[list[str]] = Field(description="steps in order; one level's steps run at once")

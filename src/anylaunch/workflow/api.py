@@ -67,35 +67,23 @@ def start(
     store: Store | None = None,
     check: bool = True,
 ) -> WorkflowRun:
-    """Record the workflow and hand it to a detached controller; returns at once. The
-    same workflow run again while unfinished is resumed, not started twice."""
+    """Record the workflow and hand it to a detached controller (to Slurm itself, with
+    native dependencies, when every step run is on Slurm); returns at once. The same
+    workflow run again while unfinished is resumed, not started twice."""
     store = store or Store()
     selected = workflow.select(only, start)
     if check:
         preflight(workflow, selected)
-    workflow_id = wfrecord.add(workflow, selected, wfrecord.CONTROLLED, store, keyed=True)
+    from anylaunch.workflow import native
+
+    mode = wfrecord.NATIVE if native.applies(workflow, selected) else wfrecord.CONTROLLED
+    workflow_id = wfrecord.add(workflow, selected, mode, store, keyed=True)
     run = WorkflowRun(workflow_id, store)
-    if not _slurm_chain(run.id, selected, workflow, store):
+    if store.get_workflow(run.id).doc.get("mode") == wfrecord.NATIVE:
+        native.submit(run.id, store)  # the same workflow again: finishes its submission
+    else:
         controller.ensure(run.id, store)
     return run
-
-
-def _slurm_chain(workflow_id: str, selected: list[str], workflow: Workflow, store: Store) -> bool:
-    """Every step run on Slurm: the whole graph is one submission with native
-    dependencies (no controller needed), where that submission is available."""
-    if not all(workflow.steps[s].backend == "slurm" for s in selected):
-        return False
-    import importlib
-
-    try:  # built beside this: the Slurm backend's own dependency chains
-        chain = importlib.import_module("anylaunch.backends.slurm.chain")
-    except ImportError:
-        return False
-    submit = getattr(chain, "submit_workflow", None)
-    if submit is None:
-        return False
-    submit(workflow_id, store)
-    return True
 
 
 def preflight(workflow: Workflow, selected: list[str]) -> None:

@@ -30,6 +30,12 @@ def ensure(workflow_id: str, store: Store) -> int | None:
     """Start a controller for an unfinished workflow that has none alive (never started,
     or killed: a crash, a reboot); the new process's pid, or None if none was needed."""
     record = store.get_workflow(workflow_id)
+    if record.doc.get("mode") == wfrecord.NATIVE:
+        if record.state not in engine.ENDED:
+            from anylaunch.workflow import native
+
+            native.resume(record.id, store)  # Slurm runs it: no controller needed
+        return None
     if record.doc.get("mode") == wfrecord.MANUAL or alive(record.controller):
         return None
     if record.state in engine.ENDED:

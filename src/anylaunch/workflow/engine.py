@@ -140,6 +140,8 @@ def _step(
             step.splits.setdefault(job.split_id if job.split_id is not None else 0, []).append(job)
         if step.splits:
             step.state = RunView(row.run_id, step.backend, step.splits).state.value
+            if step.state == State.CANCELLED.value and not step.error:
+                step.error = _never_ran(record, step, earlier)
         elif row.error:
             step.state = State.FAILED.value
         else:
@@ -151,6 +153,19 @@ def _step(
     elif any(s not in DONE and s not in _LIVE_OR_WAITING for s in needs):
         step.state = BLOCKED
     return step
+
+
+def _never_ran(record: WorkflowRecord, step: StepView, earlier: dict[str, StepView]) -> str | None:
+    """Why a step nobody cancelled ended CANCELLED: on Slurm, handed over with the steps
+    it needs, slurmctld cancels it once one of those fails."""
+    asked = [a for attempts in step.splits.values() for a in attempts if a.cancel_requested_at]
+    if record.cancel_requested_at or asked:
+        return None
+    ended = (State.FAILED.value, State.CANCELLED.value)
+    bad = next((n for n in step.needs if n in earlier and earlier[n].state in ended), None)
+    if bad is None:
+        return None
+    return f"never ran: {bad} {earlier[bad].state.lower()}, and Slurm cancelled the steps after it"
 
 
 _LIVE_OR_WAITING = frozenset({State.PENDING.value, State.RUNNING.value, WAITING})
@@ -260,6 +275,10 @@ def retry_failed(workflow_id: str, store: Store) -> dict[str, list[int]]:
     """Resubmit each failed step's failed splits (a single step: the step), and clear
     refused starts; the steps after them then run as their needs succeed. A step that
     succeeded is never rerun. Returns {step: split ids resubmitted}."""
+    if store.get_workflow(workflow_id).doc.get("mode") == wfrecord.NATIVE:
+        from anylaunch.workflow import native
+
+        return native.retry_failed(workflow_id, store)
     wf = view(workflow_id, store)
     done: dict[str, list[int]] = {}
     if wf.record.cancel_requested_at:

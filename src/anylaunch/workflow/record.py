@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 CONTROLLED = "controller"  # a detached controller advances it
 MANUAL = "manual"  # steps started one by one (execute_step); nothing advances it
+NATIVE = "slurm"  # every step on Slurm: handed over whole with native dependencies
 PENDING = "PENDING"
 
 

@@ -1,0 +1,127 @@
+"""A workflow whose steps all run on the devstack Slurm cluster, through the real CLI:
+one submission with native dependencies and no controller, a killed `anylaunch run`
+that changes nothing, and `retry --failed` of one array task and the step after it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from anylaunch.backends.slurm import commands
+from anylaunch.store import Store
+from helpers import wait_until
+
+
+@pytest.fixture(autouse=True)
+def slurm_conf(devstack, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", devstack["SLURM_CONF"])
+
+
+def states(summary):
+    return {s["id"]: s["state"] for s in summary["steps"]}
+
+
+def test_slurm_chain_is_one_submission_and_completes_after_run_is_killed(
+    cli, write, tmp_path, home
+):
+    go, log = tmp_path / "go", tmp_path / "order.log"
+    path = write(
+        f"""
+        name: chain
+        launcher: none
+        slurm: {{}}
+        steps:
+          a:
+            command: [bash, -c, "while [ ! -f {go} ]; do sleep 0.2; done; echo a >> {log}"]
+          b:
+            needs: [a]
+            command: [bash, -c, "echo b >> {log}"]
+          c:
+            needs: [b]
+            command: [bash, -c, "echo c >> {log}"]
+        """,
+        "wf.yaml",
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-m", "anylaunch", "run", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ANYLAUNCH_HOME": str(home)},
+    )
+    assert run.stderr is not None
+    said = run.stderr.readline()  # printed once the workflow is handed over
+    workflow_id = re.search(r"workflow (wf-\w+)", said).group(1)  # type: ignore[union-attr]
+    run.send_signal(signal.SIGKILL)  # the submitting `anylaunch` goes away
+    run.wait()
+
+    store = Store(home)
+    record = store.get_workflow(workflow_id)
+    assert record.doc["mode"] == "slurm" and record.controller is None
+    jobs = {s: store.list(run_id=f"{workflow_id}.{s}") for s in "abc"}
+    assert all(len(j) == 1 and j[0].native_id for j in jobs.values())
+    native = {s: j[0].native_id for s, j in jobs.items()}
+    for step, need in (("b", "a"), ("c", "b")):
+        shown = commands.run(["scontrol", "show", "job", native[step]]).stdout
+        assert f"Dependency=afterok:{native[need]}(unfulfilled)" in shown
+
+    pending = cli("status", workflow_id, "--json").json()
+    assert pending["controller"] is False and pending["mode"] == "slurm"
+    go.touch()
+    done = wait_until(
+        lambda: (s := cli("status", workflow_id, "--json").json())["state"] == "SUCCEEDED" and s,
+        timeout=180,
+        what="the chain to finish",
+        interval=1,
+    )
+    assert states(done) == dict.fromkeys("abc", "SUCCEEDED")
+    assert done["controller"] is False
+    assert log.read_text().split() == ["a", "b", "c"]
+    assert all(len(store.list(run_id=f"{workflow_id}.{s}")) == 1 for s in "abc")
+
+
+def test_retry_failed_on_slurm_reruns_one_array_task_and_the_step_after_it(cli, write, tmp_path):
+    log = tmp_path / "order.log"
+    path = write(
+        f"""
+        name: evals
+        launcher: none
+        slurm: {{}}
+        steps:
+          prep:
+            command: [bash, -c, "echo prep >> {log}"]
+          eval:
+            needs: [prep]
+            splits: 4
+            command:
+              - bash
+              - -c
+              - 'echo eval$SPLIT_ID >> {log}; [ "$SPLIT_ID$ANYLAUNCH_ATTEMPT" != 21 ]'
+          export:
+            needs: [eval]
+            command: [bash, -c, "echo export >> {log}"]
+        """,
+        "wf.yaml",
+    )
+    first = cli("run", str(path), "--json", timeout=300)
+    assert first.rc == 1, first.err
+    wf = first.json()
+    assert (wf["state"], wf["mode"]) == ("FAILED", "slurm")
+    assert states(wf) == {"prep": "SUCCEEDED", "eval": "FAILED", "export": "CANCELLED"}
+    export = wf["steps"][2]
+    assert export["error"] == "never ran: eval failed, and Slurm cancelled the steps after it"
+    lines = log.read_text().split()
+    assert lines[0] == "prep" and sorted(lines[1:]) == ["eval0", "eval1", "eval2", "eval3"]
+
+    again = cli("retry", wf["id"], "--failed", "--json", timeout=300)
+    assert again.rc == 0, again.err
+    done = again.json()
+    assert done["state"] == "SUCCEEDED"
+    attempts = {s["id"]: [len(split["attempts"]) for split in s["splits"]] for s in done["steps"]}
+    assert attempts == {"prep": [1], "eval": [1, 1, 2, 1], "export": [2]}
+    assert log.read_text().split()[5:] == ["eval2", "export"]  # only split 2, then export
