@@ -125,3 +125,35 @@ def test_retry_failed_on_slurm_reruns_one_array_task_and_the_step_after_it(cli, 
     attempts = {s["id"]: [len(split["attempts"]) for split in s["splits"]] for s in done["steps"]}
     assert attempts == {"prep": [1], "eval": [1, 1, 2, 1], "export": [2]}
     assert log.read_text().split()[5:] == ["eval2", "export"]  # only split 2, then export
+
+
+def test_cancel_stops_a_slurm_chain_and_nothing_after_runs(cli, write, tmp_path):
+    log = tmp_path / "order.log"
+    path = write(
+        f"""
+        launcher: none
+        slurm: {{}}
+        steps:
+          slow:
+            command: [bash, -c, "echo slow >> {log}; sleep 300"]
+          after:
+            needs: [slow]
+            command: [bash, -c, "echo after >> {log}"]
+          last:
+            needs: [after]
+            command: [bash, -c, "echo last >> {log}"]
+        """,
+        "wf.yaml",
+    )
+    started = cli("run", str(path), "--detach", "--json").json()
+    wait_until(
+        lambda: cli("status", started["id"], "--json").json()["steps"][0]["state"] == "RUNNING",
+        timeout=120,
+        what="the first step to run",
+    )
+    cancelled = cli("cancel", started["id"], "--json")
+    assert cancelled.rc == 0, cancelled.err
+    body = cancelled.json()
+    assert body["state"] == "CANCELLED"
+    assert states(body) == dict.fromkeys(["slow", "after", "last"], "CANCELLED")
+    assert log.read_text().split() == ["slow"]
