@@ -55,6 +55,7 @@ class SkyPilotBackend:
         # skypilot.env_vars secrets, from prepare() to submit() of the same job: the plan
         # (and so the store) only ever holds their names.
         self._section_secrets: dict[str, dict[str, str]] = {}
+        self._accepted: validate.Accepted | None = None
 
     # -- render ---------------------------------------------------------------------------
 
@@ -71,7 +72,13 @@ class SkyPilotBackend:
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
         rendered = sky_task.render(spec, ctx)
-        validate.validate(rendered.payload["task"], source=spec.source)
+        task = rendered.payload["task"]
+        # The splits of a run differ from the task the library last accepted in ways
+        # checked without it (validate.Accepted); any other task is validated in full.
+        accepted = self._accepted
+        if accepted is None or not accepted.covers(task, ctx.job_id):
+            validate.validate(task, source=spec.source)
+            self._accepted = validate.Accepted(task, ctx.job_id)
         return rendered
 
     def describe(self, plan: Plan) -> str:

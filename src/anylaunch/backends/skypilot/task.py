@@ -246,18 +246,20 @@ def slug(text: str) -> str:
     return out[:40].rstrip("-")
 
 
+def _literal_blocks(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+# libyaml's emitter when PyYAML has it: the same text, ~5x faster than the pure-Python
+# one, which took most of a split's rendering time in a 1,000-split run.
+_TaskDumper: Any = type("_TaskDumper", (getattr(yaml, "CSafeDumper", yaml.SafeDumper),), {})
+_TaskDumper.add_representer(str, _literal_blocks)
+
+
 def task_yaml(task: dict[str, Any]) -> str:
     """The task as `sky launch TASK.yaml` reads it; `run` and `setup` as literal blocks."""
-
-    class _Dumper(yaml.SafeDumper):
-        pass
-
-    def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-        style = "|" if "\n" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-    _Dumper.add_representer(str, _text)
-    return yaml.dump(task, Dumper=_Dumper, sort_keys=False, width=100)
+    return yaml.dump(task, Dumper=_TaskDumper, sort_keys=False, width=100)
 
 
 def _check(spec: JobSpec, section: SkyPilotSection) -> None:

@@ -101,3 +101,86 @@ def line_of(source: str | None, path: tuple[str, ...]) -> int | None:
     except (OSError, ConfigError):
         return None
     return located.origin(path).line
+
+
+class Accepted:
+    """A task the library accepted, and a cheap check for tasks that differ from it only
+    the way the splits of one run differ.
+
+    Splits of a run render the same task but for their job id (in the run script and a
+    checkpoint bucket's name) and their SPLIT_ID / SPLIT_VALUE environment values. The
+    library takes ~10 ms per task, so a 1,000-split run validated each one for ~10 s. A
+    task is covered, and not handed to the library again, when it equals the accepted one
+    after its job id is swapped for the accepted task's job id, except for `run` and the
+    values of `envs`, and those pass the library's own schema for them. Job ids are all
+    8 characters of one alphabet, so the swap keeps every length and character rule the
+    library applies (bucket and cluster names). Anything else that differs, an `envs`
+    value the library would also write into file mounts or the workdir (`$NAME`), or a
+    validator a SkyPilot plugin registered, sends the task to the full validation.
+    """
+
+    def __init__(self, task: dict[str, Any], job_id: str) -> None:
+        sky()  # the install hint, and no usage collection, before importing its parts
+        from sky import task as sky_task_module
+        from sky.utils import schemas
+        from sky.utils.validator import get_schema_validator
+
+        self._task = copy.deepcopy(task)
+        self._job_id = job_id
+        properties = schemas.get_task_schema()["properties"]
+        part = {"type": "object", "properties": {k: properties[k] for k in ("envs", "run")}}
+        self._schema = get_schema_validator()(part)
+        # Validators registered by plugins may look at any field: then no shortcut.
+        self._plugins = bool(getattr(sky_task_module, "_task_validators", ()))
+
+    def covers(self, task: dict[str, Any], job_id: str) -> bool:
+        if self._plugins:
+            return False
+        ours = _swap(task, job_id, self._job_id) if job_id != self._job_id else task
+        differing: list[tuple[Any, ...]] = []
+        if not _same_shape(self._task, ours, (), differing):
+            return False
+        for path in differing:
+            if path == ("run",):
+                continue
+            if len(path) == 2 and path[0] == "envs" and not _substituted(ours, str(path[1])):
+                continue
+            return False
+        part = {k: ours[k] for k in ("envs", "run") if k in ours}
+        return bool(self._schema.is_valid(part))
+
+
+def _swap(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {_swap(k, old, new): _swap(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap(v, old, new) for v in value]
+    return value
+
+
+def _same_shape(a: Any, b: Any, path: tuple[Any, ...], differing: list[tuple[Any, ...]]) -> bool:
+    """Whether `b` has `a`'s keys, lengths and types; where strings differ is collected."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        if a.keys() != b.keys():
+            return False
+        return all(_same_shape(a[k], b[k], (*path, k), differing) for k in a)
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return False
+        return all(_same_shape(a[i], b[i], (*path, i), differing) for i in range(len(a)))
+    if a != b:
+        if not isinstance(a, str):
+            return False
+        differing.append(path)
+    return True
+
+
+def _substituted(task: dict[str, Any], name: str) -> bool:
+    """Whether the library writes env `name`'s value into a part it then checks."""
+    parts = [task.get(k) for k in ("file_mounts", "workdir", "service", "volumes")]
+    text = json.dumps(parts)
+    return f"${name}" in text or f"${{{name}}}" in text
