@@ -103,3 +103,31 @@ def test_step_state_is_its_newest_attempts():
     assert chain.state_of([first, other]) is State.FAILED
     assert chain.state_of([first, other, again]) is State.SUCCEEDED
     assert chain.state_of([]) is None
+
+
+def test_dry_run_of_a_slurm_only_workflow_shows_each_steps_native_dependency(cli, write):
+    path = write(
+        """
+        launcher: none
+        slurm: {}
+        steps:
+          a:
+            command: [bash, -c, "echo a"]
+          b:
+            needs: [a]
+            splits: 2
+            command: [bash, -c, "echo b"]
+          c:
+            needs: [b]
+            command: [bash, -c, "echo c"]
+        """,
+        "wf.yaml",
+    )
+    shown = cli("run", str(path), "--dry-run")
+    assert shown.rc == 0, shown.err
+    assert "submitted at once, each waiting on the steps it needs" in shown.out
+    a, b, c = shown.out.split("== step ")[1:]
+    assert "--dependency" not in a and "--kill-on-invalid-dep" not in a
+    assert "#SBATCH --dependency='afterok:<a>'" in b
+    assert "#SBATCH --dependency='afterok:<b>'" in c
+    assert "#SBATCH --kill-on-invalid-dep=yes" in c

@@ -13,11 +13,14 @@ from anylaunch.workflow.model import Workflow
 def plans(workflow: Workflow, selected: list[str]) -> dict[str, Any]:
     """The object `--dry-run --json` prints; a split step shows split 0's plan."""
     from anylaunch.splits import with_split
+    from anylaunch.workflow import native
 
     steps = []
     for sid in workflow.order():
         step = workflow.steps[sid]
         spec = step.spec if step.splits is None else with_split(step.spec, 0)
+        if native.applies(workflow, selected):
+            spec = native.placeholder_dependency(spec, [n for n in step.needs if n in selected])
         try:
             plan = api.dry_run(spec, step.backend) if sid in selected else None
         except ConfigError as exc:
@@ -49,9 +52,13 @@ def describe(workflow: Workflow, selected: list[str]) -> str:
     """The dry run for people: the order (steps on one line may run at once), then each
     step's handoffs and the backend's own rendering of its plan."""
     from anylaunch.backends.base import get_backend
+    from anylaunch.workflow import native
 
     found = plans(workflow, selected)
-    lines = [f"workflow {workflow.name} ({workflow.file})", "order:"]
+    lines = [f"workflow {workflow.name} ({workflow.file})"]
+    if native.applies(workflow, selected):
+        lines.append(native.DESCRIPTION)
+    lines.append("order:")
     for index, level in enumerate(workflow.levels(), 1):
         shown = [
             (f"{s} [{workflow.steps[s].splits} splits]" if workflow.steps[s].splits else s)

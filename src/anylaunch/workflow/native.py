@@ -19,14 +19,27 @@ from anylaunch.workflow import record as wfrecord
 
 if TYPE_CHECKING:
     from anylaunch.backends.slurm import chain
+    from anylaunch.spec import JobSpec
     from anylaunch.workflow.model import Workflow
 
 BACKEND = "slurm"
+DESCRIPTION = (
+    "every step on Slurm: submitted at once, each waiting on the steps it needs with"
+    " --dependency=afterok (<step> below: that step's Slurm job id); no controller"
+)
 
 
 def applies(workflow: Workflow, selected: list[str]) -> bool:
     """Whether every step being run is on Slurm."""
     return all(workflow.steps[sid].backend == BACKEND for sid in selected)
+
+
+def placeholder_dependency(spec: JobSpec, needs: list[str]) -> JobSpec:
+    """The spec as `--dry-run` shows it: the Slurm ids of the steps it needs are not
+    known before they are submitted, so each stands as `<step>`."""
+    from anylaunch.backends.slurm import chain
+
+    return chain.with_dependency(spec, [f"<{n}>" for n in needs])
 
 
 def steps(record: WorkflowRecord) -> list[chain.Step]:
