@@ -157,3 +157,67 @@ def test_cancel_stops_a_slurm_chain_and_nothing_after_runs(cli, write, tmp_path)
     assert body["state"] == "CANCELLED"
     assert states(body) == dict.fromkeys(["slow", "after", "last"], "CANCELLED")
     assert log.read_text().split() == ["slow"]
+
+
+# `anylaunch run` that dies at one step's sbatch, just after Slurm took the job.
+KILLED_AT_SBATCH = """
+import os, signal, sys
+from anylaunch.backends.slurm import commands
+real = commands.run
+def run(argv, **kw):
+    proc = real(argv, **kw)
+    if argv[0] == "sbatch" and "--job-name=chain-b" in open(argv[-1]).read():
+        os.kill(os.getpid(), signal.SIGKILL)
+    return proc
+commands.run = run
+sys.argv = ["anylaunch", "run", sys.argv[1], "--detach"]
+from anylaunch.cli import main
+main()
+"""
+
+
+def test_status_finishes_a_submission_killed_midway_with_no_step_sent_twice(
+    cli, write, tmp_path, home
+):
+    log = tmp_path / "order.log"
+    path = write(
+        f"""
+        name: chain
+        launcher: none
+        slurm: {{}}
+        steps:
+          a:
+            name: chain-a
+            command: [bash, -c, "echo a >> {log}"]
+          b:
+            name: chain-b
+            needs: [a]
+            command: [bash, -c, "echo b >> {log}"]
+          c:
+            name: chain-c
+            needs: [b]
+            command: [bash, -c, "echo c >> {log}"]
+        """,
+        "wf.yaml",
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_SBATCH, str(path)],
+        env={**os.environ, "ANYLAUNCH_HOME": str(home)},
+        capture_output=True,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    (record,) = Store(home).workflows()
+    assert Store(home).list(run_id=f"{record.id}.c") == []  # c was never started
+
+    done = wait_until(
+        lambda: (s := cli("status", record.id, "--json").json())["state"] == "SUCCEEDED" and s,
+        timeout=180,
+        what="the workflow to finish",
+        interval=1,
+    )
+    assert [len(s["splits"][0]["attempts"]) for s in done["steps"]] == [1, 1, 1]
+    assert log.read_text().split() == ["a", "b", "c"]
+    (b_job,) = Store(home).list(run_id=f"{record.id}.b")
+    queue = commands.run(["squeue", "--noheader", "--states=all", "--format=%k"]).stdout.split()
+    assert queue.count(f"anylaunch:{b_job.id}") == 1  # the job Slurm took before the kill
