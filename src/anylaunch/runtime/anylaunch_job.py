@@ -39,7 +39,21 @@ if sys.version_info < (3, 8):
 
 TYPE_CHECKING = False  # typing's own flag, without importing typing at start
 if TYPE_CHECKING:
+    # What `_import_staging` binds at run time, so the type checker knows the names.
+    import configparser
+    import contextlib
+    import datetime
+    import fcntl
+    import hashlib
+    import hmac
     import http.client
+    import json
+    import random
+    import shutil
+    import tarfile
+    import threading
+    import time
+    import urllib.parse
     import xml.etree.ElementTree as ET
     from concurrent.futures import ThreadPoolExecutor
     from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -595,21 +609,30 @@ class Cache:
                     if key.startswith(prefix):
                         yield key
 
-    def lock(self, bucket: str, key: str, wait: bool = True) -> Optional["ObjectLock"]:
-        """Hold the right to fill one entry; None if `wait` is False and another holds it.
+    def lock(self, bucket: str, key: str) -> "ObjectLock":
+        """Hold the right to fill one entry, waiting for the job that holds it now.
 
         The lock spans the whole download, so jobs filling the same cache fetch each
         object once: the others wait, then find it fresh.
         """
-        path = self._meta(bucket, key)[: -len(".json")] + ".lock"
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        handle = open(path, "a")  # noqa: SIM115 - released by ObjectLock.release
+        handle = self._lock_file(bucket, key)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        return ObjectLock(handle)
+
+    def try_lock(self, bucket: str, key: str) -> Optional["ObjectLock"]:
+        """Like `lock`, but None at once when another job holds the entry."""
+        handle = self._lock_file(bucket, key)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.close()
             return None
         return ObjectLock(handle)
+
+    def _lock_file(self, bucket: str, key: str) -> Any:
+        path = self._meta(bucket, key)[: -len(".json")] + ".lock"
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return open(path, "a")  # closed by ObjectLock.release (or try_lock)
 
 
 class ObjectLock:
@@ -722,7 +745,7 @@ def sync(
         """Download what we can lock now; return what another job is fetching."""
         busy, pending = [], []
         for obj in batch:
-            lock = cache.lock(bucket, obj[0], wait=False)
+            lock = cache.try_lock(bucket, obj[0])
             if lock is None:
                 busy.append(obj)
                 continue
