@@ -549,6 +549,7 @@ def diagnose(job_id: str | None, log_file: str | None, as_json: bool) -> None:
     else:
         from anylaunch import api
 
+        assert job_id is not None  # exactly one of JOB and --log, checked above
         result = api.get(job_id).diagnose()
     if as_json:
         _emit_json(result.to_json())  # the object ops.diagnose returns

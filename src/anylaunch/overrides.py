@@ -11,7 +11,7 @@ from anylaunch.errors import ConfigError
 from anylaunch.yamlsrc import KeyPath, Located, Origin
 
 
-def parse_override(text: str) -> tuple[KeyPath, Any]:
+def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     """`slurm.nodes=2` -> (("slurm", "nodes"), 2); list items by index: `mounts.0.dest=/x`.
 
     Parts stay text; a part is read as a list index only where the tree holds a list.
@@ -67,8 +67,9 @@ def apply(
             last = int(last)
         else:
             last = _key_in(node, last)
-        located.origins[(*here, last)] = Origin("--set", None)
-        node[last] = fill(value, (*here, last))
+        at = (*here, last)
+        located.origins[at] = Origin("--set", None)
+        node[last] = fill(value, at)
     return data
 
 

@@ -7,7 +7,7 @@ lets a team move every job to a new image with one edit.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ PINS_FILE = "versions.yaml"
 class Pins:
     """Lazily loaded pins: the file is read only when a job file uses `${pin:...}`."""
 
-    def __init__(self, job_file: Path, environ: dict[str, str] | os._Environ[str]) -> None:
+    def __init__(self, job_file: Path, environ: Mapping[str, str]) -> None:
         override = environ.get("ANYLAUNCH_VERSIONS")
         self.path = Path(override) if override else job_file.parent / PINS_FILE
         self._values: dict[str, str] | None = None
@@ -46,7 +46,7 @@ class Pins:
         return values[key]
 
 
-def _flatten(data: dict[str, Any], prefix: str = ""):
+def _flatten(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
     """Nested pins are addressed with dots: `images: {nemo: x}` -> `images.nemo`."""
     for key, value in data.items():
         name = f"{prefix}{key}"

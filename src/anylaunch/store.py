@@ -9,6 +9,7 @@ leaves a row to reconcile rather than an untracked job.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import json
 import os
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from anylaunch.errors import JobNotFound, StoreError, UsageError
 from anylaunch.state import State, may_become_unknown, may_move
@@ -176,20 +177,23 @@ _SUMMARY_COLUMNS = (
 )
 
 
-_Method = TypeVar("_Method", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def _store_trouble(method: _Method) -> _Method:
+def _store_trouble(
+    method: Callable[Concatenate[Store, _P], _R],
+) -> Callable[Concatenate[Store, _P], _R]:
     """SQLite's errors as one line that names the file and what to do about it."""
 
     @functools.wraps(method)
-    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Store, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.Error as exc:
             raise StoreError(_explain(self.path, exc)) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _explain(path: Path, exc: sqlite3.Error) -> str:
@@ -817,7 +821,7 @@ class Store(WorkflowTables):
             )
         return ids[0]
 
-    def events(self, job_id: str) -> list[dict[str, Any]]:
+    def events(self, job_id: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
         rows = self._db.execute(
             "SELECT at, state, detail FROM events WHERE job_id = ? ORDER BY at, rowid", (job_id,)
         )

@@ -162,8 +162,9 @@ def _build_sequence(
 ) -> list[Any]:
     items = []
     for index, item in enumerate(node.value):
-        located.origins[(*path, index)] = Origin(located.file, item.start_mark.line + 1)
-        items.append(_build(item, (*path, index), located, ctor, aliased))
+        at = (*path, index)
+        located.origins[at] = Origin(located.file, item.start_mark.line + 1)
+        items.append(_build(item, at, located, ctor, aliased))
     return items
 
 
@@ -190,20 +191,21 @@ def _build_mapping(
                 key=format_path(path),
                 fix="write keys as plain text",
             )
+        at = (*path, key)
         if index >= merged:
             if key in written:
-                first = located.origins[(*path, key)].line
+                first = located.origins[at].line
                 raise ConfigError(
                     f"duplicate key (first written on line {first})",
                     file=located.file,
                     line=line,
-                    key=format_path((*path, key)),
+                    key=format_path(at),
                     fix="keep one of the two",
                 )
             written.add(key)
         # As in PyYAML: a later pair wins and the key keeps its first place.
-        located.origins[(*path, key)] = Origin(located.file, line)
-        out[key] = _build(value_node, (*path, key), located, ctor, aliased)
+        located.origins[at] = Origin(located.file, line)
+        out[key] = _build(value_node, at, located, ctor, aliased)
     return out
 
 

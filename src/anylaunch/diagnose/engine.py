@@ -119,12 +119,13 @@ def diagnose_lines(
 
     # The lines naming the failure first, then its symptoms; warnings last.
     chosen = sorted((f for f in found if f.code == code), key=lambda f: -f.strength)
-    inferred = bool(chosen) and not verdict and all(f.reading is not None for f in chosen)
+    lead = chosen[0].reading if chosen else None
+    inferred = lead is not None and not verdict and all(f.reading is not None for f in chosen)
     first = _first_failure(chosen, lines)
     info = BY_CODE[code]
     where = f" on {first['where']}" if first and first.get("where") else ""
-    if inferred:
-        cause = f"{info.cause}{where} — inferred: {chosen[0].reading.meaning.inference}"  # type: ignore[union-attr]
+    if inferred and lead is not None:
+        cause = f"{info.cause}{where} — inferred: {lead.meaning.inference}"
         cause += f" ({_short(chosen[0].line.text)})"
     else:
         detail = f": {_short(chosen[0].line.text)}" if chosen else ""
@@ -147,6 +148,7 @@ def _first_failure(chosen: list[Finding], lines: Sequence[LogLine]) -> dict[str,
     best = [f.line for f in chosen if f.strength == chosen[0].strength] if chosen else []
     ranked = [line for line in best if line.rank is not None]
     line = ranked[0] if ranked else (best[0] if best else None)
+    rank: int | None
     if line is None:
         if not summary:
             return None

@@ -311,7 +311,7 @@ async def logs(request: Request, world: World) -> Response:
         start, limit = end - 3600 * 10**9, int(q.get("limit", "100"))
     with world.lock:
         job = world.get(q.get("job_history_name") or q.get("job", ""))
-        result = []
+        result: list[dict[str, Any]] = []
         if job is not None:
             for replica in job.replicas:
                 if q.get("replica") and q["replica"] != replica.id:

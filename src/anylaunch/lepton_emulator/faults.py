@@ -8,6 +8,7 @@ times in all.
 
 from __future__ import annotations
 
+import builtins
 import fnmatch
 import random
 import threading
@@ -98,7 +99,7 @@ class FaultBook:
                     return fault
         return None
 
-    def for_job(self, name: str, start: int = 0) -> list[Fault]:
+    def for_job(self, name: str, start: int = 0) -> builtins.list[Fault]:  # `list` is a method
         """The job faults a job carries for its whole life (those from index `start` on)."""
         out = []
         with self._lock:

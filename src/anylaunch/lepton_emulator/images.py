@@ -102,12 +102,12 @@ def profile(name: str) -> Profile:
         binds = ((venv, f"{IMAGE_ROOT}/venv"), (base, base))
         return Profile("pytorch", f"{IMAGE_ROOT}/venv/bin:{SYSTEM_PATH}", binds, hidden)
     if name == "dev":
-        binds = [sys.prefix, _base_prefix()]
+        seen = [sys.prefix, _base_prefix()]
         repo = _repository()
         if repo is not None:
-            binds.append(str(repo))
+            seen.append(str(repo))
         return Profile(
-            "dev", f"{sys.prefix}/bin:{SYSTEM_PATH}", tuple((b, b) for b in binds), hidden
+            "dev", f"{sys.prefix}/bin:{SYSTEM_PATH}", tuple((d, d) for d in seen), hidden
         )
     raise KeyError(name)
 

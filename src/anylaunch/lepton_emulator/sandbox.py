@@ -100,8 +100,8 @@ def wrap(
         lines.append(
             f"if [ -d {r}{q(hidden)} ]; then mount -t tmpfs -o ro,mode=755 none {r}{q(hidden)}; fi"
         )
-    for host, inside in image.binds:
-        lines.append(f"mkdir -p {r}{q(inside)} && mount --rbind {q(host)} {r}{q(inside)}")
+    for seen, inside in image.binds:
+        lines.append(f"mkdir -p {r}{q(inside)} && mount --rbind {q(seen)} {r}{q(inside)}")
         lines.append(f"mount -o remount,bind,ro {r}{q(inside)} || true")
     home.mkdir(parents=True, exist_ok=True)
     lines.append(f"mkdir -p {r}{q(str(home))} && mount --bind {q(str(home))} {r}{q(str(home))}")

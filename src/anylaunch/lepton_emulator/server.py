@@ -52,8 +52,11 @@ class Emulator:
         seed: int | None = None,
     ) -> None:
         self.token = token or "emu-" + secrets.token_hex(12)
-        self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="lepton-emu-")
-        root = state_dir or Path(self._tmp.name)  # type: ignore[union-attr]
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        root = state_dir
+        if root is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="lepton-emu-")
+            root = Path(self._tmp.name)
         self.world = World(workspace, {self.token}, root, seed)
         self._sock = loopback_socket("127.0.0.1", port)
         self.port = self._sock.getsockname()[1]

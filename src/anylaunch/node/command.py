@@ -100,8 +100,8 @@ def program(
     argv: list[Word] = [_config_word(arg, config) for arg in command]
     if launcher == "torchrun" and torchrun is not None:
         plain = list(command)
-        script = len(plain) > 1 and bool(_PYTHON.fullmatch(plain[0])) and _is_script(plain[1])
-        python = plain[0] if script and _absolute_python(plain[0]) else None
+        runs_script = len(plain) > 1 and bool(_PYTHON.fullmatch(plain[0])) and _is_script(plain[1])
+        python = plain[0] if runs_script and _absolute_python(plain[0]) else None
         argv = [*torchrun.head(python), *_torchrun_target(plain, argv)]
     return Program(prefix + words(argv))
 

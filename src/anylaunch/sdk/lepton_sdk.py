@@ -123,11 +123,8 @@ class LeptonSDK:
 
     def get_volumes(self, node_group_id: str | None = None) -> list[dict[str, Any]]:
         with self._client() as client:
-            groups = (
-                [client.node_group(_group_id(client, node_group_id))]
-                if node_group_id
-                else client.node_groups()
-            )
+            wanted = _group_id(client, node_group_id)
+            groups = [client.node_group(wanted)] if wanted else client.node_groups()
         out = []
         for group in groups:
             for volume in group.spec.volumes:

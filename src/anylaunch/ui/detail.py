@@ -130,7 +130,8 @@ class RunPage:
 
 def run_page(store: Store, run_id: str, masker: Masker) -> RunPage:
     view = runs.load(run_id, store)  # polls its live splits, as `anylaunch status RUN` does
-    lanes, total = [], 0
+    lanes: list[plots.Lane] = []
+    total = 0
     for split_id, attempts in sorted(view.splits.items()):
         for number, attempt in enumerate(attempts, 1):
             total += 1

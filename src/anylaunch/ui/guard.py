@@ -17,7 +17,7 @@ from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, urlencode
 
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 COOKIE = "anylaunch_ui"
 ACTION_HEADER = "x-anylaunch-action"
@@ -69,7 +69,7 @@ class Guard:
         static = scope["path"].startswith("/static/") and b"v=" in scope["query_string"]
         extra = [*HEADERS, IMMUTABLE if static else NO_STORE]
 
-        async def send_with_headers(message: dict) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)

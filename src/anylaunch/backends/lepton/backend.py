@@ -51,7 +51,13 @@ class LeptonBackend:
     # -- render ---------------------------------------------------------------------
 
     def prepare(
-        self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
+        self,
+        spec: JobSpec,
+        job_id: str,
+        job_dir: str,
+        store: Store | None,  # not needed here: preflight calls this without one
+        *,
+        reserve: bool = True,
     ) -> PlanContext:
         section = spec.lepton or LeptonSection()
         nodes = section.num_nodes or spec.nodes or 1
@@ -70,8 +76,7 @@ class LeptonBackend:
                 else None
             )
             shape = section.resource_shape or resolve.shape(api(), spec, gpus, group)
-            needs_volumes = section.mounts is None and group is not None
-            mounts = resolve.mounts(api() if needs_volumes else None, spec, group)  # type: ignore[arg-type]
+            mounts = resolve.mounts(api, spec, group)
         finally:
             if client is not None:
                 client.close()
@@ -279,7 +284,7 @@ class LeptonBackend:
         try:
             client.workspace()
             out.append(Check("lepton_api", "ok", "the workspace API answers"))
-            ctx = self.prepare(spec, "preflight", "/nonexistent", None, reserve=False)  # type: ignore[arg-type]
+            ctx = self.prepare(spec, "preflight", "/nonexistent", None, reserve=False)
             out.append(Check("resources", "ok", f"shape {ctx.values['shape']}"))
             out += _mount_checks(client, ctx.values["mounts"], ctx.values.get("node_group_id"))
         except AnylaunchError as exc:

@@ -15,6 +15,8 @@ from anylaunch.errors import ConfigError
 from anylaunch.spec import JobSpec
 
 if TYPE_CHECKING:  # the client (httpx) is imported only when a call is made
+    from collections.abc import Callable
+
     from anylaunch.backends.lepton.rest.client import LeptonClient
 
 VOLUME_PREFERENCE = ("lustre", "filestore")
@@ -82,17 +84,21 @@ def preferred_volume(volumes: list[wire.Volume]) -> wire.Volume | None:
     return volumes[0] if volumes else None
 
 
-def mounts(client: LeptonClient, spec: JobSpec, group: str | None) -> list[dict[str, Any]]:
+def mounts(
+    connect: Callable[[], LeptonClient], spec: JobSpec, group: str | None
+) -> list[dict[str, Any]]:
     """Explicit `lepton.mounts`, else the node group's preferred volume.
 
     Neutral `mounts: [source:dest]` become folders of that volume; without them the
-    whole volume appears at its default mount path.
+    whole volume appears at its default mount path. `connect` is called only when the
+    workspace must be asked.
     """
     section = spec.lepton or LeptonSection()
     if section.mounts is not None:
         return [m.model_dump(by_alias=True) for m in section.mounts]
     if not group:
         return []
+    client = connect()
     volume = preferred_volume(client.node_group(group).spec.volumes)
     if volume is None:
         return []

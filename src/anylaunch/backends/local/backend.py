@@ -145,10 +145,10 @@ class LocalBackend:
                 running[argv[-1]] = proc
         found: dict[str, tuple[str | None, dict[str, Any]]] = {}
         for job in jobs:
-            proc = running.get(job.job_dir)
-            if proc is not None:
+            supervisor = running.get(job.job_dir)
+            if supervisor is not None:
                 with contextlib.suppress(psutil.NoSuchProcess):
-                    found[job.id] = (str(proc.pid), {"create_time": proc.create_time()})
+                    found[job.id] = (str(supervisor.pid), {"create_time": supervisor.create_time()})
                     continue
             if job.state is not State.PENDING or _read_result(Path(job.job_dir)) is not None:
                 found[job.id] = (None, {})

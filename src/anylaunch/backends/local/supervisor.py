@@ -45,7 +45,7 @@ def main(job_dir: Path) -> int:
     job_id = plan["job_id"]
     _become_subreaper()
 
-    stop = {"signal": None}
+    stop: dict[str, int | None] = {"signal": None}
 
     def on_signal(signum: int, _frame: Any) -> None:
         stop["signal"] = signum
@@ -111,9 +111,9 @@ def main(job_dir: Path) -> int:
             _terminate_tree(grace)
             return _finish(job_dir, store, job_id, State.CANCELLED, None, "cancelled")
         if first_failure is None:
-            for rank, code in enumerate(codes):
-                if code not in (None, 0):
-                    first_failure, failed_at = (rank, code), time.monotonic()
+            for rank, ended in enumerate(codes):
+                if ended is not None and ended != 0:
+                    first_failure, failed_at = (rank, ended), time.monotonic()
                     break
         if all(code is not None for code in codes):
             break
@@ -134,8 +134,10 @@ def main(job_dir: Path) -> int:
         return _finish(
             job_dir, store, job_id, State.FAILED, staged_out, "stage-out failed (see node 0's log)"
         )
-    rank, code = first_failure
-    return _finish(job_dir, store, job_id, State.FAILED, code, f"node {rank} exited with {code}")
+    node_rank, exit_code = first_failure
+    return _finish(
+        job_dir, store, job_id, State.FAILED, exit_code, f"node {node_rank} exited with {exit_code}"
+    )
 
 
 def _step(argv: list[str], cwd: str, log_path: str, stop: dict[str, Any]) -> int:

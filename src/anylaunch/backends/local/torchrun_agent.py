@@ -19,24 +19,27 @@ stay exactly torchrun's. Needs only the standard library and torch.
 import os
 import sys
 import time
+from typing import Any
 
 # An agent that is never released (a supervisor that died is handled by the parent-death
 # signal) still ends: as long as torchrun's own exit barrier timeout.
 _MAX_HOLD_S = 300.0
 
 
-def _hold_stores() -> list:
+def _hold_stores() -> list[Any]:
     """Keep every TCPStore the static rendezvous makes alive past torchrun's return."""
-    held: list = []
+    held: list[Any] = []
     try:
-        from torch.distributed.elastic.rendezvous import static_tcp_rendezvous as static
+        from torch.distributed.elastic.rendezvous import static_tcp_rendezvous
     except ImportError:
         return held
+    # The module's TCPStore (a class) is replaced by a factory that remembers what it made.
+    static: Any = static_tcp_rendezvous
     make = getattr(static, "TCPStore", None)
     if make is None:
         return held
 
-    def keep(*args, **kwargs):
+    def keep(*args: Any, **kwargs: Any) -> Any:
         store = make(*args, **kwargs)
         held.append(store)
         return store

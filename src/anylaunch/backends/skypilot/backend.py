@@ -140,7 +140,7 @@ class SkyPilotBackend:
     def _poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         out: dict[str, Observation] = {}
         live = [j for j in jobs if j.native_id]
-        requests = [j for j in live if j.native_id.startswith(REQUEST)]  # type: ignore[union-attr]
+        requests = [j for j in live if (j.native_id or "").startswith(REQUEST)]
         if requests:
             out.update(self._resolve_requests(requests))
         managed = [j for j in live if (j.native_id or "").startswith(MANAGED)]

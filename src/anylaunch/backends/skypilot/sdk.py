@@ -13,24 +13,25 @@ import functools
 import io
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from anylaunch.backends.skypilot.validate import sky
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _stdout_to_stderr(func: F) -> F:
+def _stdout_to_stderr(func: Callable[P, R]) -> Callable[P, R]:
     """SkyPilot's client prints progress (`Running on cluster: ...`) on stdout, which
     belongs to anylaunch's own output (`--json`)."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         with contextlib.redirect_stdout(sys.stderr):
             return func(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 @_stdout_to_stderr
@@ -45,13 +46,13 @@ def task(task_config: Mapping[str, Any], secrets: Mapping[str, str]) -> Any:
 LAUNCHES = ("sky.launch", "sky.jobs.launch")
 
 
-def _answer_may_be_lost(func: F) -> F:
+def _answer_may_be_lost(func: Callable[P, R]) -> Callable[P, R]:
     """A launch whose connection broke after it was sent may have been queued by the API
     server: that is an unknown outcome, looked up later (`launch_requests`). A connection
     that was never made sent nothing, and stays an ordinary failure."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         import requests
 
         try:
@@ -61,7 +62,7 @@ def _answer_may_be_lost(func: F) -> F:
                 raise BackendError(f"SkyPilot API server unreachable: {exc}") from None
             raise SubmitOutcomeUnknown(f"SkyPilot API server: {exc}") from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _never_connected(exc: Exception) -> bool:

@@ -182,9 +182,9 @@ class SlurmBackend:
             except BackendError:
                 acct = {}
             for native in forgotten:
-                row = acct.get(native)
-                if row is not None:
-                    seen[by_native[native].id] = _observe(row, by_native[native])
+                accounted = acct.get(native)
+                if accounted is not None:
+                    seen[by_native[native].id] = _observe(accounted, by_native[native])
         if silent is not None:
             raise Unreachable(silent, observed=seen)
         return seen

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from anylaunch import resume, runtime
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
+from anylaunch.mounts import Mount
 from anylaunch.node import command, rendezvous, shell
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import Word, concat, export, path, var, word, words
@@ -400,9 +401,9 @@ def _stage(job: Job, direction: str) -> str:
 def _container_mounts(job: Job) -> list[Word]:
     s, spec = job.section, job.spec
     mounts: list[Word] = []
-    for m in [*s.extra_mounts, *([s.nemo_mount] if s.nemo_mount else [])]:
-        mounts.append(concat(path(m.source), ":", path(m.dest), ":ro" if m.readonly else ""))
-    for m in spec.mounts:
+    nemo = [s.nemo_mount] if s.nemo_mount else []
+    named: list[Mount] = [*s.extra_mounts, *nemo, *spec.mounts]
+    for m in named:
         mounts.append(concat(path(m.source), ":", path(m.dest), ":ro" if m.readonly else ""))
     if s.hf_home:
         mounts.append(concat(path(s.hf_home), ":", path(s.hf_home)))
