@@ -244,8 +244,9 @@ def with_split(spec: JobSpec, split_id: int) -> JobSpec:
     """The spec of one split: SPLIT_ID (and SPLIT_VALUE) in its environment, no `splits`."""
     env = {**spec.env, SPLIT_ENV: str(split_id)}
     values = spec.split_values()
-    if split_id < len(values) and values[split_id] is not None:
-        env[VALUE_ENV] = values[split_id]
+    value = values[split_id] if split_id < len(values) else None
+    if value is not None:
+        env[VALUE_ENV] = value
     return spec.model_copy(update={"env": env, "splits": None})
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from anylaunch.errors import JobNotFound, StoreError, UsageError
 from anylaunch.state import State, may_become_unknown, may_move
@@ -177,17 +177,22 @@ _SUMMARY_COLUMNS = (
 )
 
 
+class _OnFile(Protocol):
+    path: Path  # the database file, named in errors
+
+
+_S = TypeVar("_S", bound=_OnFile)
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
 def _store_trouble(
-    method: Callable[Concatenate[Store, _P], _R],
-) -> Callable[Concatenate[Store, _P], _R]:
+    method: Callable[Concatenate[_S, _P], _R],
+) -> Callable[Concatenate[_S, _P], _R]:
     """SQLite's errors as one line that names the file and what to do about it."""
 
     @functools.wraps(method)
-    def wrapper(self: Store, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    def wrapper(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.Error as exc:
@@ -249,6 +254,7 @@ class WorkflowTables:
     step written before the step's jobs are, so a step is started at most once."""
 
     _db: sqlite3.Connection
+    path: Path
 
     def _write(self) -> Any:  # provided by Store
         raise NotImplementedError

@@ -149,7 +149,8 @@ def execute_step(
         or latest[i].state is State.CANCELLED
     ]
     if todo:
-        engine.submit_step(record, step_id, store, None if count is None else todo)
+        splits = None if count is None else [i for i in todo if i is not None]
+        engine.submit_step(record, step_id, store, splits)
         latest = _latest(run_id, store)
     return latest[wanted[0]].id
 

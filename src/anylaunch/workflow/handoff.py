@@ -27,8 +27,9 @@ def filesystem(spec: JobSpec, backend: str) -> str | None:
         root = (spec.local.cache_root if spec.local else None) or str(home() / "cache")
         return f"local {socket.gethostname()}:{root}"
     if backend == "slurm":
-        root = spec.slurm.cache_root if spec.slurm else None
-        return f"slurm {root}" if root else None  # the default cache is the job's own dir
+        cache_root = spec.slurm.cache_root if spec.slurm else None
+        # the default cache is the job's own dir
+        return f"slurm {cache_root}" if cache_root else None
     if backend == "lepton" and spec.lepton and spec.lepton.mounts:
         first = json.dumps(spec.lepton.mounts[0].model_dump(mode="json"), sort_keys=True)
         return f"lepton {spec.lepton.dedicated_node_group or ''} {first}"
