@@ -175,8 +175,11 @@ def test_every_skypilot_status_maps_and_recovering_is_not_terminal():
     assert not states.MANAGED_JOB["RECOVERING"].terminal
     failed = [s for s in ManagedJobStatus if s.is_failed()]
     assert all(states.MANAGED_JOB[s.value].value == "FAILED" for s in failed)
+    from anylaunch.diagnose import diagnose_lines
+
     kinds = {
-        states.diagnosis(n).code for n in ("FAILED_SETUP", "FAILED_NO_RESOURCE", "FAILED_PRECHECKS")
+        diagnose_lines([], events=[states.detail(n)]).code
+        for n in ("FAILED_SETUP", "FAILED_NO_RESOURCE", "FAILED_PRECHECKS")
     }
     assert len(kinds) == 3
 

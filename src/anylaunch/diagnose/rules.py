@@ -703,7 +703,6 @@ _PREFIX = re.compile(
 
 # torchrun's "Root Cause (first observed failure)" block names the failing rank.
 ROOT_CAUSE_RANK = re.compile(r"^rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
-ROOT_CAUSE_HOST = re.compile(r"^host\s*:\s*(\S+)")
 
 
 # Each rule's words by their first three letters: a line's three-letter slices find the

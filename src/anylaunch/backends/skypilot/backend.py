@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
@@ -24,9 +24,6 @@ from anylaunch.plan import Plan, secret_values
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
-
-if TYPE_CHECKING:
-    from anylaunch.diagnose import Diagnosis
 
 REQUEST = "request/"
 CANCEL_WAIT_S = 300  # how long cancel waits for a launch request to submit its job
@@ -287,11 +284,6 @@ class SkyPilotBackend:
             text = sdk.cluster_logs(*_cluster_job(job))
         _log_text[job.id] = (now, text)
         return text
-
-    def diagnosis(self, job: JobRecord) -> Diagnosis | None:
-        """The native failure behind a FAILED job (its detail starts with the status)."""
-        word = (job.detail or "").split(":", 1)[0].split(" ", 1)[0]
-        return states.diagnosis(word)
 
 
 def _launched(payload: Mapping[str, Any], request: str) -> dict[str, Any]:

@@ -4,18 +4,13 @@ Three native vocabularies meet here: the API server's launch request (provisioni
 a cluster job's status (`sky queue`) and a managed job's status (`sky jobs queue`).
 RECOVERING is not terminal: a managed spot job is being brought back after a
 preemption. FAILED_SETUP, FAILED_NO_RESOURCE and FAILED_PRECHECKS each get their own
-diagnosis, because each has a different fix; the diagnosis itself comes from
-anylaunch.diagnose, which reads the status as evidence.
+diagnosis, because each has a different fix: `detail` writes the status first in the
+job's detail, which anylaunch.diagnose reads as evidence.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from anylaunch.state import State
-
-if TYPE_CHECKING:
-    from anylaunch.diagnose import Diagnosis
 
 REQUEST = {
     "PENDING": State.STARTING,
@@ -67,15 +62,6 @@ CAUSES = {
     " cloud or missing credentials",
     "FAILED_CONTROLLER": "the managed-jobs controller failed unexpectedly",
 }
-
-
-def diagnosis(native: str, reason: str | None = None) -> Diagnosis | None:
-    """The diagnosis of one native failure status, from the one classifier."""
-    if native not in CAUSES:
-        return None
-    from anylaunch.diagnose import diagnose_lines
-
-    return diagnose_lines([], events=[f"{native}: {reason or CAUSES[native]}"])
 
 
 def detail(native: str, recoveries: int = 0, reason: str | None = None) -> str:

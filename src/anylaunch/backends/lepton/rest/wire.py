@@ -12,24 +12,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Exact state strings of `LeptonJobState`; anything else reads as "UNK" in the SDK.
-JOB_STATES = [
-    "Starting",
-    "Running",
-    "Failed",
-    "Completed",
-    "Stopped",
-    "Stopping",
-    "Deleting",
-    "Deleted",
-    "Restarting",
-    "Archived",
-    "Queueing",
-    "Awaiting",
-    "PendingRetry",
-    "Terminating",
-]
-
 
 class Wire(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
@@ -200,11 +182,6 @@ class StoragePermission(Wire):
     allowed_users: list[str] = Field(default_factory=list)
     subfolder_policy: str = ""
     nodegroup_id: str | None = None
-
-
-class SecretItem(Wire):
-    name: str
-    value: str | None = None
 
 
 def replica_index(replica_id: str, job_id: str) -> int | None:
