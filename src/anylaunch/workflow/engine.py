@@ -100,8 +100,10 @@ def view(workflow_id: str, store: Store, *, poll: bool = True) -> WorkflowView:
     record = store.get_workflow(workflow_id)
     rows = store.step_rows(record.id)
     jobs: list[JobRecord] = []
-    for row in rows.values():
-        jobs.extend(store.list(limit=None, run_id=row.run_id))
+    for sid in record.doc["steps"]:
+        # By the step's run id, row or not: another submitter (Slurm's dependency
+        # chain) records a step's jobs under the same run.
+        jobs.extend(store.list(limit=None, run_id=wfrecord.run_id(record.id, sid)))
     if poll:
         jobs = api.refresh(jobs, store)
     by_run: dict[str, list[JobRecord]] = {}
@@ -134,15 +136,16 @@ def _step(
     if sid not in record.doc["selected"]:
         step.state = SKIPPED
         return step
-    if row is not None:
-        step.run_id, step.error = row.run_id, row.error
-        for job in by_run.get(row.run_id, []):
+    run = wfrecord.run_id(record.id, sid)
+    if row is not None or by_run.get(run):
+        step.run_id, step.error = run, row.error if row else None
+        for job in by_run.get(run, []):
             step.splits.setdefault(job.split_id if job.split_id is not None else 0, []).append(job)
         if step.splits:
-            step.state = RunView(row.run_id, step.backend, step.splits).state.value
+            step.state = RunView(run, step.backend, step.splits).state.value
             if step.state == State.CANCELLED.value and not step.error:
                 step.error = _never_ran(record, step, earlier)
-        elif row.error:
+        elif step.error:
             step.state = State.FAILED.value
         else:
             step.state = State.PENDING.value  # being started
@@ -215,6 +218,8 @@ def start(record: WorkflowRecord, sid: str, store: Store, *, claimed: bool = Fal
     run = wfrecord.run_id(record.id, sid)
     if not claimed and not store.claim_step(record.id, sid, run):
         return
+    if store.list(limit=1, run_id=run):
+        return  # its jobs are recorded (by another submitter): they are the step
     try:
         submit_step(record, sid, store)
     except AnylaunchError as exc:
