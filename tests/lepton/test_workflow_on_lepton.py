@@ -13,7 +13,7 @@ import psutil
 from lepton_helpers import MOUNT, NODE_GROUP, volume_dir, wait_until
 
 from anylaunch import workflow
-from anylaunch.lepton.sdk import LeptonSDK
+from anylaunch.sdk.lepton_sdk import LeptonSDK
 from anylaunch.store import Store
 
 FAST = {"ANYLAUNCH_WORKFLOW_POLL_S": "0.3"}
