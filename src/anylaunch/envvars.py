@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, field_serializer
 
-from anylaunch.redact import is_secret_name
+from anylaunch.redact import MASK, is_secret_name
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -52,13 +52,34 @@ EnvValue = Annotated[str, AfterValidator(check_value)]
 EnvVars = Annotated[dict[EnvName, EnvValue], BeforeValidator(_as_text)]
 
 
-def credentials_env(
-    env_vars: dict[str, str], hf_token: str | None, wandb_key: str | None
-) -> dict[str, str]:
-    """The secret part of a section's environment, with AutoModel's two credential fields
-    under the names its launcher exports them as (env_vars of the same name win)."""
-    out = {k: v for k, v in env_vars.items() if is_secret_name(k)}
-    for name, value in (("HF_TOKEN", hf_token), ("WANDB_API_KEY", wandb_key)):
-        if value:
-            out.setdefault(name, value)
-    return out
+class AutoModelEnv(BaseModel):
+    """The environment fields AutoModel's Slurm and SkyPilot configs share: `env_vars` and
+    the two credentials its launcher exports as HF_TOKEN and WANDB_API_KEY.
+
+    The store keeps `spec.redacted()`, and AutoModel's own examples write
+    `env_vars: {HF_TOKEN: ${HF_TOKEN}}`: serialising a section masks every secret value.
+    """
+
+    env_vars: EnvVars = Field(default_factory=dict)
+    hf_token: str | None = Field(default=None, description="sent as the secret HF_TOKEN")
+    wandb_key: str | None = Field(default=None, description="sent as the secret WANDB_API_KEY")
+
+    @field_serializer("env_vars")
+    def _masked(self, value: dict[str, str]) -> dict[str, str]:
+        return {k: (MASK if is_secret_name(k) else v) for k, v in value.items()}
+
+    @field_serializer("hf_token", "wandb_key")
+    def _masked_credential(self, value: str | None) -> str | None:
+        return MASK if value else value
+
+    def public_env(self) -> dict[str, str]:
+        return {k: v for k, v in self.env_vars.items() if not is_secret_name(k)}
+
+    def secret_env(self) -> dict[str, str]:
+        """The secret part of the environment, with the two credentials under the names
+        AutoModel's launcher exports them as (env_vars of the same name win)."""
+        out = {k: v for k, v in self.env_vars.items() if is_secret_name(k)}
+        for name, value in (("HF_TOKEN", self.hf_token), ("WANDB_API_KEY", self.wandb_key)):
+            if value:
+                out.setdefault(name, value)
+        return out

@@ -15,13 +15,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    field_serializer,
     field_validator,
     model_validator,
 )
 
-from anylaunch.envvars import EnvName, EnvValue, credentials_env
-from anylaunch.redact import MASK, is_secret_name
+from anylaunch.envvars import AutoModelEnv
 
 # AutoModel's five, plus Slurm: SkyPilot drives a Slurm cluster over SSH (the e2e test).
 Cloud = Literal["aws", "gcp", "azure", "lambda", "kubernetes", "slurm"]
@@ -62,7 +60,7 @@ class Candidate(BaseModel):
         return _accelerators(value)
 
 
-class SkyPilotSection(BaseModel):
+class SkyPilotSection(AutoModelEnv):
     model_config = ConfigDict(extra="forbid")
 
     # -- AutoModel's SkyPilotConfig fields ----------------------------------------------------
@@ -73,13 +71,11 @@ class SkyPilotSection(BaseModel):
     disk_size: int | None = Field(default=None, ge=1, description="GB per node")
     region: str | None = None
     setup: str | None = None
-    env_vars: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    # env_vars, and AutoModel's hf_token and wandb_key: AutoModelEnv's.
     # AutoModel's SkyPilotConfig and launcher also take these; a recipe file written for
     # it works as is.
     job_name: str | None = Field(default=None, description="task name (and cluster name)")
     hf_home: str | None = Field(default=None, description="HF_HOME on the nodes")
-    hf_token: str | None = Field(default=None, description="sent as the secret HF_TOKEN")
-    wandb_key: str | None = Field(default=None, description="sent as the secret WANDB_API_KEY")
     gpus_per_node: int | None = Field(
         default=None, ge=1, description="ranks per node (default: the count in accelerators)"
     )
@@ -135,21 +131,6 @@ class SkyPilotSection(BaseModel):
     def _accelerators_form(cls, value: str | None) -> str | None:
         return _accelerators(value)
 
-    @field_validator("env_vars", mode="before")
-    @classmethod
-    def _env_as_text(cls, value: Any) -> Any:
-        # YAML reads `OMP_NUM_THREADS: 4` as a number; the environment only holds text.
-        if isinstance(value, dict):
-            return {
-                k: ("1" if v else "0")
-                if isinstance(v, bool)
-                else str(v)
-                if isinstance(v, int | float)
-                else v
-                for k, v in value.items()
-            }
-        return value
-
     @field_validator("file_mounts")
     @classmethod
     def _absolute_destinations(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -179,16 +160,6 @@ class SkyPilotSection(BaseModel):
             )
         return self
 
-    @field_serializer("env_vars")
-    def _masked(self, value: dict[str, str]) -> dict[str, str]:
-        # The store keeps `spec.redacted()`; AutoModel's own example writes
-        # `env_vars: {HF_TOKEN: ${HF_TOKEN}}`, whose value must not land there.
-        return {k: (MASK if is_secret_name(k) else v) for k, v in value.items()}
-
-    @field_serializer("hf_token", "wandb_key")
-    def _masked_credential(self, value: str | None) -> str | None:
-        return MASK if value else value
-
     @property
     def is_managed(self) -> bool:
         """Managed jobs are what recovers a preempted spot job; plain launches do not."""
@@ -201,9 +172,3 @@ class SkyPilotSection(BaseModel):
             return None
         _, _, count = self.accelerators.partition(":")
         return max(1, int(float(count))) if count else 1
-
-    def public_env(self) -> dict[str, str]:
-        return {k: v for k, v in self.env_vars.items() if not is_secret_name(k)}
-
-    def secret_env(self) -> dict[str, str]:
-        return credentials_env(self.env_vars, self.hf_token, self.wandb_key)

@@ -14,17 +14,14 @@ from typing import Any
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
     ConfigDict,
     Field,
-    field_serializer,
     field_validator,
     model_validator,
 )
 
-from anylaunch.envvars import EnvVars, credentials_env
+from anylaunch.envvars import AutoModelEnv
 from anylaunch.mounts import Mount
-from anylaunch.redact import MASK, is_secret_name
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$")
 _TIME = re.compile(r"^(\d+-)?\d{1,2}:\d{2}:\d{2}$")
@@ -66,7 +63,7 @@ class VolumeMapping(Mount):
         return f"{self.source}:{self.dest}" + (":ro" if self.readonly else "")
 
 
-class SlurmSection(BaseModel):
+class SlurmSection(AutoModelEnv):
     """Every key of the `slurm:` section; unknown keys are errors with a suggestion."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -83,12 +80,9 @@ class SlurmSection(BaseModel):
     hf_home: str | None = None
     extra_mounts: list[VolumeMapping] = Field(default_factory=list)
     master_port: int = Field(default=13742, ge=1, le=65535)
-    env_vars: EnvVars = Field(default_factory=dict)
-    nsys_enabled: bool = False
-    # AutoModel's credentials: exported to the job as HF_TOKEN and WANDB_API_KEY, as
+    # env_vars, hf_token, wandb_key: AutoModelEnv's. The credentials reach the job as
     # secrets (the submit environment), never written into the script.
-    hf_token: str | None = None
-    wandb_key: str | None = None
+    nsys_enabled: bool = False
     # AutoModel's source tree on the nodes: mounted at the same path in the container
     # (as nemo_mount, when that is not given), first on PYTHONPATH, and the job's working
     # directory unless one is given.
@@ -188,19 +182,3 @@ class SlurmSection(BaseModel):
             if self.workdir is None:
                 self.workdir = root
         return self
-
-    @field_serializer("env_vars")
-    def _masked(self, value: dict[str, str]) -> dict[str, str]:
-        # The store keeps `spec.redacted()`; `env_vars: {HF_TOKEN: ${HF_TOKEN}}` (AutoModel's
-        # own Slurm example) must not put the token there.
-        return {k: (MASK if is_secret_name(k) else v) for k, v in value.items()}
-
-    @field_serializer("hf_token", "wandb_key")
-    def _masked_credential(self, value: str | None) -> str | None:
-        return MASK if value else value
-
-    def public_env(self) -> dict[str, str]:
-        return {k: v for k, v in self.env_vars.items() if not is_secret_name(k)}
-
-    def secret_env(self) -> dict[str, str]:
-        return credentials_env(self.env_vars, self.hf_token, self.wandb_key)
