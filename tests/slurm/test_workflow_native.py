@@ -14,6 +14,7 @@ import pytest
 
 from anylaunch.backends.slurm import commands
 from anylaunch.store import Store
+from anylaunch.workflow import api as wfapi
 from helpers import wait_until
 
 
@@ -72,6 +73,9 @@ def test_slurm_chain_is_one_submission_and_completes_after_run_is_killed(
 
     pending = cli("status", workflow_id, "--json").json()
     assert pending["controller"] is False and pending["mode"] == "slurm"
+    commands.CALLS.clear()
+    assert wfapi.get(workflow_id, store).state() == "RUNNING"
+    assert (commands.CALLS["squeue"], commands.CALLS["sacct"]) == (1, 0)  # one poll, all steps
     go.touch()
     done = wait_until(
         lambda: (s := cli("status", workflow_id, "--json").json())["state"] == "SUCCEEDED" and s,
