@@ -131,3 +131,27 @@ def test_dry_run_of_a_slurm_only_workflow_shows_each_steps_native_dependency(cli
     assert "#SBATCH --dependency='afterok:<a>'" in b
     assert "#SBATCH --dependency='afterok:<b>'" in c
     assert "#SBATCH --kill-on-invalid-dep=yes" in c
+
+
+def test_a_step_whose_need_is_left_out_by_from_waits_on_nothing(cli, write):
+    path = write(
+        """
+        launcher: none
+        slurm: {}
+        steps:
+          a:
+            command: [bash, -c, "echo a"]
+          b:
+            needs: [a]
+            command: [bash, -c, "echo b"]
+          c:
+            needs: [b]
+            command: [bash, -c, "echo c"]
+        """,
+        "wf.yaml",
+    )
+    shown = cli("run", str(path), "--from", "b", "--dry-run")
+    assert shown.rc == 0, shown.err
+    _, b, c = shown.out.split("== step ")[1:]
+    assert "--dependency" not in b  # a counts as done: its outputs are read where they are
+    assert "#SBATCH --dependency='afterok:<b>'" in c
