@@ -42,6 +42,9 @@ out["state"] = state
 out["listed"] = [j.metadata.id_ for j in client.job.list_all()]
 out["by_label"] = [j.metadata.id_ for j in client.job.list_all(query="team=x")]
 out["by_other_label"] = [j.metadata.id_ for j in client.job.list_all(query="team=y")]
+# The set-based selector a poll sends (`anylaunch-job-id in (a,b,...)`), as the SDK sends it.
+out["by_set"] = [j.metadata.id_ for j in client.job.list_all(query="team in (y,x)")]
+out["by_other_set"] = [j.metadata.id_ for j in client.job.list_all(query="team in (y,z)")]
 replicas = client.job.get_replicas(job_id)
 out["replicas"] = [r.metadata.id_ for r in replicas]
 out["stream"] = "".join(client.job.get_log(job_id, replicas[0], timeout=30))

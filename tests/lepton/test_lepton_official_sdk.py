@@ -49,6 +49,7 @@ def test_the_official_sdk_creates_lists_streams_and_deletes_a_job(emulator):
     assert seen["state"] == "Completed"
     assert seen["listed"] == [job_id]
     assert seen["by_label"] == [job_id] and seen["by_other_label"] == []
+    assert seen["by_set"] == [job_id] and seen["by_other_set"] == []
     assert len(seen["replicas"]) == 1 and seen["replicas"][0].startswith(f"{job_id}-0-")
     assert f"hello-from-{job_id}" in seen["stream"] and "A=1" in seen["stream"]
     assert f"hello-from-{job_id}" in seen["history"]

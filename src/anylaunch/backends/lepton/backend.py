@@ -131,7 +131,7 @@ class LeptonBackend:
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         out: dict[str, Observation] = {}
         with self._client() as client:
-            found = _find(client, {j.native_id for j in jobs if j.native_id})
+            found = _find(client, jobs)
             for job in jobs:
                 if job.native_id and job.native_id.startswith(PENDING_PREFIX):
                     out[job.id] = self._finish_resubmit(client, job)
@@ -227,11 +227,11 @@ class LeptonBackend:
 
     def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
         """Which of these jobs, recorded without a native id, the workspace has anyway:
-        found by the name we sent (one paginated list). Absent: never created."""
+        found by the name we sent, among the jobs labelled with their ids. Absent: never created."""
         wanted = {str(j.plan.get("payload", {}).get("metadata", {}).get("id")): j for j in jobs}
         newest: dict[str, wire.LeptonJob] = {}
         with self._client() as client:
-            for native in client.list_jobs():
+            for native in _labelled(client, [j.id for j in jobs]):
                 name = native.metadata.name or ""
                 before = newest.get(name)
                 if name in wanted and (
@@ -358,17 +358,28 @@ def _mount_checks(
     return out
 
 
-def _find(client: LeptonClient, wanted: set[str]) -> dict[str, wire.LeptonJob]:
-    """Our jobs from one paginated list call; a job the list misses is fetched by id."""
-    wanted = {w for w in wanted if not w.startswith(PENDING_PREFIX)}
+# Job ids per label-selector query: ~9 bytes each keeps the URL near 2 KB.
+SELECTOR_IDS = 200
+
+
+def _labelled(client: LeptonClient, job_ids: Sequence[str]) -> Iterator[wire.LeptonJob]:
+    """The workspace's jobs that carry one of these anylaunch job ids as their label
+    (every attempt of each), listed by a label selector: one call per 200 ids and per
+    500 jobs matched, however many other jobs the workspace holds."""
+    ids = sorted(set(job_ids))
+    for start in range(0, len(ids), SELECTOR_IDS):
+        chunk = ",".join(ids[start : start + SELECTOR_IDS])
+        yield from client.list_jobs(query=f"{lepton_plan.LABEL_JOB_ID} in ({chunk})")
+
+
+def _find(client: LeptonClient, jobs: Sequence[JobRecord]) -> dict[str, wire.LeptonJob]:
+    """Our jobs by native id, from the label-selected list; one it misses is fetched by id."""
+    mine = [j for j in jobs if j.native_id and not j.native_id.startswith(PENDING_PREFIX)]
+    wanted = {j.native_id for j in mine if j.native_id}
     found: dict[str, wire.LeptonJob] = {}
-    if not wanted:
-        return found
-    for job in client.list_jobs():
+    for job in _labelled(client, [j.id for j in mine]):
         if job.metadata.id in wanted:
             found[job.metadata.id] = job
-            if len(found) == len(wanted):
-                break
     for missing in wanted - set(found):
         try:
             found[missing] = client.get_job(missing)

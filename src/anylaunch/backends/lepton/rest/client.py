@@ -195,12 +195,15 @@ class LeptonClient:
         self,
         *,
         q: str | None = None,
+        query: str | None = None,
         mode: str = "alive_and_archive",
         page_size: int = 500,
     ) -> Iterator[wire.LeptonJob]:
         """Every job, page by page (page 1, 2, ... until a short or empty page).
 
-        500 a page, as the leptonai SDK asks: status of 1,000 tracked jobs is two calls.
+        500 a page, as the leptonai SDK asks. `q` is a substring of the name, `query` a
+        label selector (`key in (a,b)`), the parameters the SDK's `list_all` and
+        `list_matching` send.
         """
         seen: set[str] = set()
         page = 1
@@ -208,6 +211,8 @@ class LeptonClient:
             params: dict[str, Any] = {"job_query_mode": mode, "page": page, "page_size": page_size}
             if q:
                 params["q"] = q
+            if query:
+                params["query"] = query
             data = self._call("GET", "/jobs", params=params)
             items = data.get("jobs", []) if isinstance(data, dict) else data
             jobs = _valid(wire.LeptonJob, items)
