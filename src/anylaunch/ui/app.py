@@ -39,6 +39,7 @@ from anylaunch.ui.masking import Masker
 
 BACKENDS = ("local", "slurm", "skypilot", "lepton")
 REFRESH_MS = 2000
+WORKFLOWS_SHOWN = 20  # the newest, on the front page
 
 
 class Dashboard:
@@ -85,7 +86,10 @@ class Dashboard:
         filters = _filters(request)
         with self.store() as store:
             page = lists.front_page(store, filters)
-        return HTMLResponse(self.render("index.html", filters=filters, page=page))
+            workflows = store.workflows(limit=WORKFLOWS_SHOWN)
+        return HTMLResponse(
+            self.render("index.html", filters=filters, page=page, workflows=workflows)
+        )
 
     def lists_fragment(self, request: Request) -> HTMLResponse:
         filters = _filters(request)
@@ -134,6 +138,25 @@ class Dashboard:
         with self.store() as store:
             page = detail.run_page(store, request.path_params["run_id"], self.masker)
         return HTMLResponse(self.render("run.html", page=page, view=page.view))
+
+    def workflow(self, request: Request) -> HTMLResponse:
+        """A workflow as its graph, each step linking to its jobs; an unfinished one whose
+        controller died gets a new one, as `anylaunch status WF` does."""
+        from anylaunch.workflow import controller, engine
+        from anylaunch.workflow import record as wfrecord
+
+        with self.store() as store:
+            wf = engine.view(request.path_params["workflow_id"], store)
+            controller.ensure(wf.id, store)
+        return HTMLResponse(
+            self.render(
+                "workflow.html",
+                wf=wf,
+                levels=wf.record.doc["levels"],
+                mode=wf.record.doc.get("mode", wfrecord.CONTROLLED),
+                ended=engine.ENDED,
+            )
+        )
 
     async def logs(self, request: Request) -> StreamingResponse:
         job_id = request.path_params["job_id"]
@@ -216,6 +239,7 @@ def create_app(root: Path, action_token: str, masker: Masker | None = None) -> S
         Route("/jobs/{job_id}/reports/{index:int}", board.report),
         Route("/jobs/{job_id}/cancel", board.cancel, methods=["POST"]),
         Route("/runs/{run_id}", board.run),
+        Route("/workflows/{workflow_id}", board.workflow),
         Route("/runs/{run_id}/retry", board.retry, methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("anylaunch.ui", "static")]), name="static"),
     ]
