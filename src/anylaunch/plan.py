@@ -34,19 +34,26 @@ class Plan(BaseModel):
 def check_runnable(spec: JobSpec, backend: str) -> None:
     """What every backend needs before rendering: a command, and a launcher it can run."""
     if not spec.command:
-        raise ConfigError(
+        raise spec_error(
+            spec,
+            "command",
             "no command to run",
-            file=spec.source,
-            key="command",
-            fix="add 'command:' to the job file or pass it after '--'",
+            "add 'command:' to the job file or pass it after '--'",
         )
     if spec.launcher == "srun" and backend != "slurm":
-        raise ConfigError(
+        raise spec_error(
+            spec,
+            "launcher",
             "launcher 'srun' needs Slurm",
-            file=spec.source,
-            key="launcher",
-            fix="use launcher: torchrun (or none for a command that spawns its own ranks), or --backend slurm",
+            "use launcher: torchrun (or none for a command that spawns its own ranks), or --backend slurm",
         )
+
+
+def spec_error(spec: JobSpec, key: str, what: str, fix: str) -> ConfigError:
+    """A ConfigError about the job file's top-level `key`, with the line it is on."""
+    from anylaunch.yamlsrc import line_of
+
+    return ConfigError(what, file=spec.source, line=line_of(spec.source, (key,)), key=key, fix=fix)
 
 
 def secret_values(

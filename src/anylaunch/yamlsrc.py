@@ -8,6 +8,7 @@ from it, and keep a side table `KeyPath -> Origin` for error messages.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -68,6 +69,18 @@ class Located:
     def error(self, path: KeyPath, what: str, fix: str | None = None) -> ConfigError:
         where = self.origin(path)
         return ConfigError(what, file=where.file, line=where.line, key=format_path(path), fix=fix)
+
+
+def line_of(source: str | None, path: KeyPath) -> int | None:
+    """The job file's line for `path` (or its nearest ancestor), for errors found after
+    loading (the spec keeps no lines), so the file is read again."""
+    if not source:
+        return None
+    try:
+        located = parse(Path(source).read_text(encoding="utf-8"), source)
+    except (OSError, ConfigError):
+        return None
+    return located.origin(path).line
 
 
 def parse(text: str, file: str) -> Located:
@@ -140,21 +153,16 @@ def _build(
     try:
         return ctor.construct_object(node, deep=True)
     except (ValueError, OverflowError) as exc:  # e.g. an int of more than 4300 digits
-        raise ConfigError(
-            f"cannot read value: {exc}",
-            file=located.file,
-            line=node.start_mark.line + 1,
-            key=format_path(path),
-            fix="write a smaller number, or quote it to make it text",
-        ) from None
+        why, fix = str(exc), "write a smaller number, or quote it to make it text"
     except yaml.constructor.ConstructorError as exc:
-        raise ConfigError(
-            f"cannot read value: {exc.problem}",
-            file=located.file,
-            line=node.start_mark.line + 1,
-            key=format_path(path),
-            fix="write a plain scalar, list or mapping",
-        ) from None
+        why, fix = str(exc.problem), "write a plain scalar, list or mapping"
+    raise ConfigError(
+        f"cannot read value: {why}",
+        file=located.file,
+        line=node.start_mark.line + 1,
+        key=format_path(path),
+        fix=fix,
+    )
 
 
 def _build_sequence(

@@ -7,18 +7,13 @@ httpx only then, not at CLI start-up.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from anylaunch.lazy import lazy_exports
 
 __all__ = ["LeptonSDK"]
 
 if TYPE_CHECKING:
     from anylaunch.sdk.lepton_sdk import LeptonSDK
 
-
-def __getattr__(name: str) -> Any:
-    if name != "LeptonSDK":
-        raise AttributeError(f"module 'anylaunch.sdk' has no attribute {name!r}")
-    from anylaunch.sdk.lepton_sdk import LeptonSDK
-
-    globals()[name] = LeptonSDK
-    return LeptonSDK
+__getattr__ = lazy_exports(__name__, {"LeptonSDK": "anylaunch.sdk.lepton_sdk"})

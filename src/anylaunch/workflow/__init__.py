@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from anylaunch.lazy import lazy_exports
+
 if TYPE_CHECKING:
+    from anylaunch.workflow.api import WorkflowRun, execute_step, get, start
     from anylaunch.workflow.model import Workflow
 
 __all__ = ["WorkflowRun", "execute_step", "get", "load", "start"]
@@ -23,9 +26,7 @@ def load(path: str, environ: Any = None) -> Workflow:
     return _load(path, environ)
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("execute_step", "get", "start", "WorkflowRun"):
-        from anylaunch.workflow import api
-
-        return getattr(api, name)
-    raise AttributeError(name)
+__getattr__ = lazy_exports(
+    __name__,
+    dict.fromkeys(("execute_step", "get", "start", "WorkflowRun"), "anylaunch.workflow.api"),
+)

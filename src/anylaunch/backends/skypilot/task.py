@@ -17,13 +17,13 @@ import yaml
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.skypilot.config import Candidate, SkyPilotSection
-from anylaunch.backends.skypilot.validate import line_of
 from anylaunch.errors import ConfigError
 from anylaunch.node import command, rendezvous
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import Sh, Word, has_reference, var
-from anylaunch.plan import Plan
+from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
+from anylaunch.yamlsrc import line_of
 
 TASK_FILE = "task.yaml"
 RECIPE_ENV = "ANYLAUNCH_RECIPE"
@@ -263,22 +263,7 @@ def task_yaml(task: dict[str, Any]) -> str:
 
 
 def _check(spec: JobSpec, section: SkyPilotSection) -> None:
-    if not spec.command:
-        raise ConfigError(
-            "no command to run",
-            file=spec.source,
-            line=line_of(spec.source, ("command",)),
-            key="command",
-            fix="add 'command:' to the job file or pass it after '--'",
-        )
-    if spec.launcher == "srun":
-        raise ConfigError(
-            "launcher 'srun' needs Slurm",
-            file=spec.source,
-            line=line_of(spec.source, ("launcher",)),
-            key="launcher",
-            fix="use launcher: torchrun (or none) with SkyPilot, or run with --backend slurm",
-        )
+    check_runnable(spec, "skypilot")
     for dest, source in spec.inputs.items():
         if source.unpack:
             raise ConfigError(

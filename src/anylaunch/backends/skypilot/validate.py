@@ -11,7 +11,6 @@ import copy
 import json
 import os
 import re
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -38,8 +37,8 @@ _SECTION_KEYS = {
 
 def sky() -> ModuleType:
     """The SkyPilot package, or a usage error (exit 2) that says how to install it."""
-    # SkyPilot phones home on import and on every call unless told not to (reference:
-    # skypilot-slurm.md, gotcha 13); a launcher must not leak usage data by default.
+    # SkyPilot phones home on import and on every call unless told not to; a launcher
+    # must not leak usage data by default.
     os.environ.setdefault("SKYPILOT_DISABLE_USAGE_COLLECTION", "1")
     try:
         import sky as module
@@ -62,6 +61,8 @@ def validate(task: dict[str, Any], *, source: str | None) -> Any:
 
 
 def rejected(task: dict[str, Any], exc: BaseException, source: str | None) -> ConfigError:
+    from anylaunch.yamlsrc import line_of
+
     message = " ".join(str(exc).split()) or type(exc).__name__
     field = _field_of(task, message)
     key = f"skypilot.{field}" if field else "skypilot"
@@ -88,19 +89,6 @@ def _field_of(task: dict[str, Any], message: str) -> str | None:
         if key in _SECTION_KEYS and quoted[0] in json.dumps(value):
             return _SECTION_KEYS[key]
     return None
-
-
-def line_of(source: str | None, path: tuple[str, ...]) -> int | None:
-    """The job file's line for `path` (or its nearest ancestor); errors only, so re-read."""
-    if not source:
-        return None
-    from anylaunch.yamlsrc import parse
-
-    try:
-        located = parse(Path(source).read_text(encoding="utf-8"), source)
-    except (OSError, ConfigError):
-        return None
-    return located.origin(path).line
 
 
 class Accepted:
