@@ -78,6 +78,13 @@ def load(args: inputs.JobFile) -> JobSpec:
 
 def dry_run(args: inputs.DryRunArgs) -> dict[str, Any]:
     from anylaunch.config import route
+    from anylaunch.workflow.loader import is_workflow
+
+    path = job_path(args)
+    if is_workflow(path):
+        from anylaunch.workflow import ops as workflows
+
+        return workflows.dry_run(path, None, None)
 
     spec = load(args)
     name = route(spec, args.backend)

@@ -282,3 +282,45 @@ def test_agent_runs_on_the_lepton_emulator_and_cancels(server_env, tmp_path, hom
     everything = "\n".join(agent.seen)
     for secret in [PLANTED, *lepton_secrets]:
         assert secret not in everything
+
+
+def test_agent_runs_a_workflow_polls_its_graph_and_retries_the_failed_split(server_env, tmp_path):
+    marker = tmp_path / "failed-once"
+    text = textwrap.dedent(
+        f"""
+        name: agent-wf
+        launcher: none
+        steps:
+          make:
+            splits: 2
+            command: [bash, -c, 'if [ "$SPLIT_ID" = 1 ] && [ ! -e {marker} ]; then touch {marker}; exit 3; fi']
+          use:
+            needs: [make]
+            command: [bash, -c, "echo used"]
+        """
+    )
+    env = {**server_env, "ANYLAUNCH_WORKFLOW_POLL_S": "0.3"}
+
+    async def until_ended(agent: Agent, wf_id: str) -> dict[str, Any]:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            found = await agent.call("status", id=wf_id)
+            if found["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                return found
+            await anyio.sleep(0.5)
+        raise AssertionError(f"workflow {wf_id} did not end")
+
+    async def scenario(agent: Agent) -> None:
+        plan = await agent.call("dry_run", yaml=text)
+        assert plan["kind"] == "workflow" and plan["order"] == ["make", "use"]
+        started = await agent.call("run", yaml=text)
+        assert started["kind"] == "workflow" and started["id"].startswith("wf-")
+        first = await until_ended(agent, started["id"])
+        assert [s["state"] for s in first["steps"]] == ["FAILED", "BLOCKED"]
+        again = await agent.call("retry_failed", run_id=started["id"])
+        assert again["id"] == started["id"]
+        done = await until_ended(agent, started["id"])
+        assert done["state"] == "SUCCEEDED"
+        assert [len(s["attempts"]) for s in done["steps"][0]["splits"]] == [1, 2]
+
+    drive(env, scenario)

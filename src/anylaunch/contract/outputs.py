@@ -256,7 +256,8 @@ class WorkflowDryRun(_Out):
 
 Cancelled = RootModel[JobSummary | list[JobSummary] | WorkflowStatus | list[WorkflowStatus]]
 RunResult = RootModel[DryRun | JobSummary | RunStatus | WorkflowStatus | WorkflowDryRun]
-Submitted = RootModel[JobSummary | RunStatus]
+Submitted = RootModel[JobSummary | RunStatus | WorkflowStatus]
+DryRunResult = RootModel[DryRun | WorkflowDryRun]
 RetryResult = RootModel[RunStatus | WorkflowStatus]
 StatusResult = RootModel[JobStatus | RunStatus | WorkflowStatus]
 ShapeTable = RootModel[dict[str, Shape]]

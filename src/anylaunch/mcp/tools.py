@@ -81,10 +81,20 @@ def _all_objects(model: type[BaseModel]) -> bool:
 
 
 def _run(a: args.RunArgs) -> Any:
+    from anylaunch.workflow import ops as workflows
+    from anylaunch.workflow.loader import is_workflow
+
+    path = ops.job_path(a)
+    if is_workflow(path):  # handed to its controller (or to Slurm): returns at once
+        return workflows.status(workflows.run(path, None, None, check=a.preflight))
     return ops.started(ops.start(a))
 
 
 def _retry(a: args.RetryArgs) -> Any:
+    from anylaunch.workflow import ops as workflows
+
+    if workflows.is_workflow_id(a.run_id):
+        return workflows.retry(a.run_id)
     view, _submitted = ops.retry_failed(a)
     return view.to_json()
 
@@ -99,9 +109,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         "dry_run",
         "Show the plan",
         "Render the exact plan a job would submit (sbatch script, Lepton job JSON, SkyPilot"
-        " task, local commands) without running anything." + JOB_FILE,
+        " task, local commands) without running anything; for a workflow (a file with"
+        " `steps:`), every step's plan and the order." + JOB_FILE,
         args.DryRunArgs,
-        out.DryRun,
+        out.DryRunResult,
         ops.dry_run,
         open_world=False,
     ),
@@ -110,7 +121,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Run a job (detached)",
         "Check and submit a job, and return at once with its id (poll it with `wait` or"
         " `status`). On slurm, skypilot or lepton this starts paid work on a cluster or cloud;"
-        " on the local backend it runs on this machine." + JOB_FILE,
+        " on the local backend it runs on this machine. A workflow file (with `steps:`) is"
+        " handed to its controller and its graph returned (poll it with `status`)." + JOB_FILE,
         args.RunArgs,
         out.Submitted,
         _run,
@@ -137,7 +149,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "status",
         "A job's or a run's status",
-        "A job's state, exit code and state history; for a run id, each split's attempts.",
+        "A job's state, exit code and state history; for a run id, each split's attempts;"
+        " for a workflow id (wf-...), each step's state, splits and attempts.",
         args.RunOrJobRef,
         out.StatusResult,
         ops.status,
@@ -184,9 +197,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Retry a run's failed splits",
         "Resubmit only the failed splits of a run, with the same split ids; returns at once."
         " Starts paid work again on the run's backend: read `diagnose` for each failed split"
-        " first.",
+        " first. For a workflow id (wf-...): its failed steps and splits, then the steps"
+        " after them.",
         args.RetryArgs,
-        out.RunStatus,
+        out.RetryResult,
         _retry,
         reads=False,
         destructive=True,
