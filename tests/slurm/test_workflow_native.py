@@ -129,6 +129,9 @@ def test_retry_failed_on_slurm_reruns_one_array_task_and_the_step_after_it(cli, 
     attempts = {s["id"]: [len(split["attempts"]) for split in s["splits"]] for s in done["steps"]}
     assert attempts == {"prep": [1], "eval": [1, 1, 2, 1], "export": [2]}
     assert log.read_text().split()[5:] == ["eval2", "export"]  # only split 2, then export
+    anew = cli("run", str(path), "--detach", "--json")
+    assert anew.rc == 0 and anew.json()["id"] != wf["id"]  # it ended: a new workflow
+    cli("cancel", anew.json()["id"])
 
 
 def test_cancel_stops_a_slurm_chain_and_nothing_after_runs(cli, write, tmp_path):
@@ -225,3 +228,53 @@ def test_status_finishes_a_submission_killed_midway_with_no_step_sent_twice(
     (b_job,) = Store(home).list(run_id=f"{record.id}.b")
     queue = commands.run(["squeue", "--noheader", "--states=all", "--format=%k"]).stdout.split()
     assert queue.count(f"anylaunch:{b_job.id}") == 1  # the job Slurm took before the kill
+
+
+# `anylaunch run` during which the workflow is cancelled, just after the first sbatch.
+CANCELLED_DURING_RUN = """
+import sys
+from anylaunch.backends.slurm import commands
+from anylaunch.store import Store
+from anylaunch.workflow import engine
+real = commands.run
+def run(argv, **kw):
+    proc = real(argv, **kw)
+    if argv[0] == "sbatch" and "--job-name=first" in open(argv[-1]).read():
+        engine.cancel(Store().workflows()[0].id, Store())
+    return proc
+commands.run = run
+sys.argv = ["anylaunch", "run", sys.argv[1], "--detach"]
+from anylaunch.cli import main
+main()
+"""
+
+
+def test_cancel_while_run_hands_steps_over_leaves_nothing_running(cli, write, tmp_path, home):
+    log = tmp_path / "order.log"
+    path = write(
+        f"""
+        launcher: none
+        slurm: {{}}
+        steps:
+          first:
+            name: first
+            command: [bash, -c, "echo first >> {log}; sleep 300"]
+          other:
+            name: other
+            command: [bash, -c, "echo other >> {log}; sleep 300"]
+        """,
+        "wf.yaml",
+    )
+    started = subprocess.run(
+        [sys.executable, "-c", CANCELLED_DURING_RUN, str(path)],
+        env={**os.environ, "ANYLAUNCH_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr
+    (record,) = Store(home).workflows()
+    body = cli("status", record.id, "--json").json()
+    assert body["state"] == "CANCELLED"
+    assert states(body) == {"first": "CANCELLED", "other": "CANCELLED"}
+    assert body["steps"][1]["splits"] == []  # the second root was never handed over

@@ -114,6 +114,10 @@ def view(workflow_id: str, store: Store, *, poll: bool = True) -> WorkflowView:
     for sid in wfrecord.order(record):
         steps[sid] = _step(record, sid, rows.get(sid), by_run, steps)
     state = _state(record, steps)
+    if poll and record.doc.get("mode") == wfrecord.NATIVE and state != record.state:
+        # No controller records how a workflow handed to Slurm whole went: the state
+        # seen is kept, so `run` of the same file after it ended starts a new one.
+        store.set_workflow_state(record.id, state)
     return WorkflowView(record, steps, state, alive(record.controller))
 
 

@@ -11,6 +11,7 @@ finishes the submission (`resume`), never submitting a step twice.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from anylaunch.state import State
@@ -67,7 +68,15 @@ def submit(workflow_id: str, store: Store) -> None:
     record = store.get_workflow(workflow_id)
     if record.cancel_requested_at:
         return
-    chain.submit(steps(record), store, on_start=_row(record, store), check=False)
+    with contextlib.suppress(_Cancelled):  # the steps left are not started
+        chain.submit(steps(record), store, on_start=_row(record, store), check=False)
+    if store.get_workflow(record.id).cancel_requested_at:
+        # `cancel` ran while steps were being handed over: it may not have seen the
+        # last ones, so they are cancelled here.
+        from anylaunch.workflow import engine
+
+        engine.cancel(record.id, store)
+        return
     store.set_workflow_state(record.id, State.RUNNING.value)
 
 
@@ -94,8 +103,14 @@ def retry_failed(workflow_id: str, store: Store) -> dict[str, list[int]]:
     return done
 
 
+class _Cancelled(Exception):
+    """The workflow was cancelled while its steps were being handed over."""
+
+
 def _row(record: WorkflowRecord, store: Store) -> chain.OnStart:
     def write(step: chain.Step) -> None:
+        if store.get_workflow(record.id).cancel_requested_at:
+            raise _Cancelled  # start no more steps
         store.claim_step(record.id, step.id, step.run_id)  # already there after a crash
 
     return write
