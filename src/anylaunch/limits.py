@@ -56,21 +56,18 @@ def local_ranks() -> int:
 def check_size(spec: JobSpec, backend: str, nodes: int | None, ranks: int | None) -> None:
     """The job's size on `backend`: nodes (and, locally, processes) within the limits."""
     nodes = nodes or 1
-    if nodes > MAX_NODES:
-        raise ConfigError(
-            f"{nodes} nodes is more than any {backend} job can get (at most {MAX_NODES})",
-            file=spec.source,
-            key="nodes",
-            fix="check the number of nodes",
-        )
     splits = spec.splits if isinstance(spec.splits, int) else len(spec.splits or [])
-    if splits > MAX_SPLITS:
-        raise ConfigError(
-            f"{splits} splits is more than one run may have (at most {MAX_SPLITS})",
-            file=spec.source,
-            key="splits",
-            fix="check the number of splits",
-        )
+    for key, count, most, holder in (
+        ("nodes", nodes, MAX_NODES, f"any {backend} job can get"),
+        ("splits", splits, MAX_SPLITS, "one run may have"),
+    ):
+        if count > most:
+            raise ConfigError(
+                f"{count} {key} is more than {holder} (at most {most})",
+                file=spec.source,
+                key=key,
+                fix=f"check the number of {key}",
+            )
     if backend == "local" and not (spec.local and spec.local.force):
         total = nodes * (ranks or 1)
         if total > local_ranks():

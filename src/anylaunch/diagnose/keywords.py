@@ -55,20 +55,24 @@ def split_top(pattern: str) -> list[str]:
         if c == "\\":
             i += 2
             continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
+        if c == "|" and depth == 0 and not in_class:
             out.append(pattern[start:i])
             start = i + 1
+        depth, in_class = _nesting(c, depth, in_class)
         i += 1
     out.append(pattern[start:])
     return out
+
+
+def _nesting(c: str, depth: int, in_class: bool) -> tuple[int, bool]:
+    """Group depth, and whether inside a [class], after the (unescaped) character `c`."""
+    if in_class:
+        return depth, c != "]"
+    if c == "[":
+        return depth, True
+    if c in "()":
+        return depth + (1 if c == "(" else -1), False
+    return depth, False
 
 
 def required_literal(alternative: str) -> str | None:
@@ -92,16 +96,9 @@ def required_literal(alternative: str) -> str | None:
             if c == "\\":
                 i += 2
                 continue
-            if c == "[":
-                in_class = True
-            elif c == "(":
-                depth += 1
-            elif c == ")":
-                depth -= 1
-                if depth == 0:
-                    i = _skip_quantifier(text, i + 1)
-                    continue
-            i += 1
+            depth, in_class = _nesting(c, depth, in_class)
+            # A group's quantifier may make the whole group optional: skip it too.
+            i = _skip_quantifier(text, i + 1) if depth == 0 else i + 1
             continue
         if c == "(":
             runs.append(current)
