@@ -147,7 +147,7 @@ class Dashboard:
 
         with self.store() as store:
             wf = engine.view(request.path_params["workflow_id"], store)
-            controller.ensure(wf.id, store)
+            controller.ensure(wf.id, store, wf.state)
         return HTMLResponse(
             self.render(
                 "workflow.html",

@@ -30,7 +30,7 @@ class WorkflowRun:
     def view(self) -> engine.WorkflowView:
         """The graph, polled; an unfinished workflow whose controller died gets a new one."""
         wf = engine.view(self.id, self._store)
-        controller.ensure(self.id, self._store)
+        controller.ensure(self.id, self._store, wf.state)
         return wf
 
     def status(self) -> dict[str, Any]:
@@ -52,7 +52,7 @@ class WorkflowRun:
     def retry_failed(self) -> dict[str, list[int]]:
         """Rerun the failed steps and splits; the steps after them follow."""
         done = engine.retry_failed(self.id, self._store)
-        controller.ensure(self.id, self._store)
+        controller.ensure(self.id, self._store, engine.view(self.id, self._store, poll=False).state)
         return done
 
     def cancel(self) -> dict[str, Any]:

@@ -26,9 +26,12 @@ def log_path(store: Store, workflow_id: str) -> Path:
     return store.root / "workflows" / f"{workflow_id}.log"
 
 
-def ensure(workflow_id: str, store: Store) -> int | None:
+def ensure(workflow_id: str, store: Store, state: str | None = None) -> int | None:
     """Start a controller for an unfinished workflow that has none alive (never started,
-    or killed: a crash, a reboot); the new process's pid, or None if none was needed."""
+    or killed: a crash, a reboot); the new process's pid, or None if none was needed.
+
+    `state` is the workflow's state as just derived from its jobs, when the caller has
+    it: the stored one may lag (a controller that wrote FAILED as a retry started)."""
     record = store.get_workflow(workflow_id)
     if record.doc.get("mode") == wfrecord.NATIVE:
         if record.state not in engine.ENDED:
@@ -38,7 +41,7 @@ def ensure(workflow_id: str, store: Store) -> int | None:
         return None
     if record.doc.get("mode") == wfrecord.MANUAL or alive(record.controller):
         return None
-    if record.state in engine.ENDED:
+    if (state or record.state) in engine.ENDED:
         return None
     path = log_path(store, record.id)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,8 +73,12 @@ def main(workflow_id: str) -> int:
             time.sleep(POLL_S)
             continue
         if wf.state in engine.ENDED:
-            print(f"workflow {workflow_id}: {wf.state}", flush=True)
-            return 0
+            # A retry may have started attempts since that pass: only leave when a fresh
+            # look agrees (a retry after this point starts a new controller itself).
+            if engine.view(workflow_id, store, poll=False).state in engine.ENDED:
+                print(f"workflow {workflow_id}: {wf.state}", flush=True)
+                return 0
+            continue
         time.sleep(POLL_S)
         if not store.claim_controller(workflow_id, me):  # taken over: leave it
             return 0
