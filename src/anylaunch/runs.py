@@ -49,15 +49,20 @@ class RunView:
             "run": self.id,
             "state": self.state.value,
             "backend": self.backend,
-            "splits": [
-                {
-                    "split_id": i,
-                    "state": attempts[-1].state.value,
-                    "attempts": [a.summary() for a in attempts],
-                }
-                for i, attempts in sorted(self.splits.items())
-            ],
+            "splits": splits_json(self.splits),
         }
+
+
+def splits_json(splits: Mapping[int, list[JobRecord]]) -> list[dict[str, Any]]:
+    """Each split's state (its newest attempt's) and every attempt, in split order."""
+    return [
+        {
+            "split_id": i,
+            "state": attempts[-1].state.value,
+            "attempts": [a.summary() for a in attempts],
+        }
+        for i, attempts in sorted(splits.items())
+    ]
 
 
 def load(run_id: str, store: Store | None = None) -> RunView:

@@ -20,6 +20,15 @@ _RANK = re.compile(r"^\[rank(\d+)\]:?\s?")
 _TEE = re.compile(r"^\[default(\d+)\]:")
 _SRUN = re.compile(r"^(\d{1,5}): ")
 _SKY = re.compile(r"^\((?:head|worker\d*|[\w.-]+), rank=(\d+), pid=\d+\) ")
+# The prefixes launchers put before a line, outermost first, and what each one numbers.
+# srun --label numbers tasks, which are ranks under launcher: srun.
+_PREFIXES = (
+    (_NODE, "node"),
+    (_SKY, "rank"),
+    (_SRUN, "rank"),
+    (_RANK, "rank"),
+    (_TEE, "local"),
+)
 _WARNING = re.compile(
     r"\b[A-Z]\w*Warning: |^\[?W\d{4} \d\d:|^\[W [\w./-]+:\d+\]|^(WARNING|WARN)\b|\[WARNING\]"
     r"| - WARNING - |\bwarnings\.warn\(|\bNCCL INFO\b|^\[?I\d{4} \d\d:|^INFO\b|^\[I [\w./-]+:\d+\]"
@@ -63,22 +72,14 @@ class LogLine:
 def parse(text: str, *, node: int | None = None, source: str = "log") -> list[LogLine]:
     out = []
     for lineno, raw in enumerate(text.splitlines(), 1):
-        line, this_node, rank, local = _clean(raw), node, None, None
-        match = _NODE.match(line)
-        if match:
-            this_node, line = int(match.group(1)), line[match.end() :]
-        match = _SKY.match(line)
-        if match:
-            rank, line = int(match.group(1)), line[match.end() :]
-        match = _SRUN.match(line)
-        if match:  # srun --label numbers tasks, which are ranks under launcher: srun
-            rank, line = int(match.group(1)), line[match.end() :]
-        match = _RANK.match(line)
-        if match:
-            rank, line = int(match.group(1)), line[match.end() :]
-        match = _TEE.match(line)
-        if match:
-            local, line = int(match.group(1)), line[match.end() :]
+        line = _clean(raw)
+        found: dict[str, int | None] = {"node": node, "rank": None, "local": None}
+        for prefix, what in _PREFIXES:
+            match = prefix.match(line)
+            if match:
+                found[what], line = int(match.group(1)), line[match.end() :]
         if line.strip():
-            out.append(LogLine(line.strip(), lineno, this_node, rank, local, source))
+            out.append(
+                LogLine(line.strip(), lineno, found["node"], found["rank"], found["local"], source)
+            )
     return out

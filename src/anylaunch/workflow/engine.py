@@ -16,7 +16,7 @@ from typing import Any
 
 from anylaunch import api
 from anylaunch.errors import AnylaunchError
-from anylaunch.runs import RETRIED_STATES, RunView
+from anylaunch.runs import RETRIED_STATES, RunView, splits_json
 from anylaunch.state import State
 from anylaunch.store import JobRecord, StepRow, Store, WorkflowRecord
 from anylaunch.workflow import record as wfrecord
@@ -53,14 +53,7 @@ class StepView:
             "run_id": self.run_id,
             "error": self.error,
             "handoffs": self.handoffs,
-            "splits": [
-                {
-                    "split_id": i,
-                    "state": attempts[-1].state.value,
-                    "attempts": [a.summary() for a in attempts],
-                }
-                for i, attempts in sorted(self.splits.items())
-            ],
+            "splits": splits_json(self.splits),
         }
 
 
