@@ -1,5 +1,5 @@
-"""A client written against the real API (the requests SDK 0.47.1 sends, lepton-api.md §8)
-works unchanged against the emulator: raw httpx, no anylaunch client code."""
+"""A client written against the real API (the requests the official leptonai SDK 0.47.1
+sends) works unchanged against the emulator: raw httpx, no anylaunch client code."""
 
 from __future__ import annotations
 

@@ -111,8 +111,8 @@ def cluster_name_on_cloud(stack: dict[str, str], name: str) -> str:
 
 
 def offline_uv(stack: dict[str, str], cluster: str) -> None:
-    """SkyPilot's node runtime curls uv from astral.sh unless the cluster's HOME has it
-    (reference: skypilot-slurm.md, gotcha 2); place it before each launch."""
+    """SkyPilot's node runtime curls uv from astral.sh unless the cluster's HOME has it,
+    and the devstack's nodes have no internet; place it before each launch."""
     home = (
         Path(stack["DEVSTACK_SKY_WORKDIR"])
         / ".sky_clusters"

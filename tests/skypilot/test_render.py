@@ -131,8 +131,8 @@ def test_managed_job_handed_to_sky_jobs_launch_passes_skypilot_own_checks(
     `sky.jobs.launch`, put through what SkyPilot does with it before and after the
     HTTP request (DAG, admin policy, volumes, the request body, the controller's parse)
     — all real library code. Left out: the POST itself, because offline the jobs
-    controller cannot run (reference: skypilot-slurm.md), and `dag.validate()`, which
-    downloads SkyPilot's accelerator catalog."""
+    controller cannot run, and `dag.validate()`, which downloads SkyPilot's accelerator
+    catalog."""
     import sky
     from sky.server.requests import payloads, request_names
     from sky.utils import admin_policy_utils, dag_utils, registry
