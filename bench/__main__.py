@@ -16,11 +16,25 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import diagnose, launch, lepton, others, plans, slurm, staging, startup, ui
+from bench import (
+    diagnose,
+    launch,
+    lepton,
+    others,
+    plans,
+    plot,
+    scale,
+    slurm,
+    slurm_scale,
+    staging,
+    startup,
+    ui,
+)
 from bench.common import ROOT, Row, failed
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("startup", "plan", "slurm", "lepton", "launch", "staging", "ui", "diagnose")
+GROUPS = ("startup", "plan", "slurm", "lepton", "launch", "staging", "ui", "diagnose", "scale")
+PICTURE = ROOT / "docs" / "bench-scale.svg"
 
 
 def to_markdown(rows: list[Row]) -> str:
@@ -62,6 +76,7 @@ def main() -> None:
         "staging": staging.run,
         "ui": ui.run,
         "diagnose": diagnose.run,
+        "scale": lambda: scale.run() + slurm_scale.run(),
     }
     # An installed package has its bytecode compiled by pip; an editable checkout's src/
     # does not, and with PYTHONDONTWRITEBYTECODE set every command would compile anylaunch
@@ -94,6 +109,9 @@ def main() -> None:
         f"Machine: {meta['machine']}; load average at the end {load}; whole run {elapsed:.0f} s.\n\n"
     )
     (RESULTS / "latest.md").write_text(header + table)
+    if plot.series(rows):  # the growth curves, as a picture for docs/bench.md
+        load_note = f"load {meta['load_average'][0]:.1f}" if meta["load_average"] else ""
+        PICTURE.write_text(plot.svg(rows, f"anylaunch bench, {meta['when']}, {load_note}"))
     (RESULTS / "latest.json").write_text(
         json.dumps({"meta": meta, "rows": [r.as_dict() for r in rows]}, indent=2)
     )

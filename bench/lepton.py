@@ -246,6 +246,9 @@ def workspace_sizes(sizes: tuple[int, ...] = WORKSPACES, rounds: int = 3) -> lis
             spec = config.from_text(JOB, file=str(home / "job.yaml"))
             body = api.dry_run(spec, "lepton", store=store).payload
             world = emu.world
+            # Every job here is finished: the loop that advances live jobs has nothing to
+            # do, and over 100,000 jobs it would hold the world's lock most of the time.
+            world._stop.set()
             mine: JobRecord | None = None
             for size in sizes:
                 with world.lock:

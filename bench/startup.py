@@ -8,6 +8,7 @@ ratio of medians is what we compare against the goal.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -116,7 +117,46 @@ def run(rounds: int = 15, jobs: int = 100_000) -> list[Row]:
     rows += [
         skipped(GROUP, name, "", "not installed (python -m bench --setup)") for name in missing
     ]
-    return rows
+    return [*rows, skypilot_dry_run()]
+
+
+SKY_JOB = _DRY + "skypilot: {cloud: aws, accelerators: 'H100:8', use_spot: true}\n"
+
+
+def skypilot_dry_run(rounds: int = 5) -> Row:
+    """A SkyPilot dry-run hands the task to the real library, so it imports SkyPilot
+    (seconds): the goal is that it costs no more than that import does."""
+    case = "anylaunch run --dry-run (skypilot, 2x8)"
+    goal = "≤ 1.0× python -c 'import sky'"
+    if importlib.util.find_spec("sky") is None:
+        return skipped(GROUP, case, goal, "SkyPilot not installed (pip install '.[skypilot]')")
+    python = sys.executable
+    home = Path(tempfile.mkdtemp(prefix="anylaunch-bench-sky-"))
+    try:
+        path = home / "sky.yaml"
+        path.write_text(SKY_JOB)
+        env = {**os.environ, "ANYLAUNCH_HOME": str(home), "HOME": str(home),
+               "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}  # fmt: skip
+        commands = {
+            "import sky": [python, "-c", "import sky"],
+            "dry-run": [python, "-m", "anylaunch", "run", str(path), "--dry-run"],
+        }
+        samples = interleaved(
+            {name: lambda argv=argv: _run(argv, env) for name, argv in commands.items()}, rounds
+        )
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    sky, ours = median_ms(samples["import sky"]), median_ms(samples["dry-run"])
+    return Row(
+        GROUP,
+        case,
+        ours=f"{ms(ours)} = {ours / sky:.2f}× import sky",
+        other=f"python -c 'import sky' {ms(sky)}",
+        goal=goal,
+        met=ours <= sky,
+        note=f"median of {rounds}, interleaved; the dry-run validates the task with the library",
+        data={"median_ms": ours, "import_sky_ms": sky, "ratio": ours / sky},
+    )
 
 
 def _run(argv: list[str], env: dict[str, str]) -> None:
