@@ -192,6 +192,7 @@ def test_status_finishes_a_submission_killed_midway_with_no_step_sent_twice(
         name: chain
         launcher: none
         slurm: {{}}
+        env: {{STEP_TOKEN: "${{STEP_TOKEN}}"}}
         steps:
           a:
             name: chain-a
@@ -207,9 +208,10 @@ def test_status_finishes_a_submission_killed_midway_with_no_step_sent_twice(
         """,
         "wf.yaml",
     )
+    token = {"STEP_TOKEN": "tok-for-the-steps-1234"}
     killed = subprocess.run(
         [sys.executable, "-c", KILLED_AT_SBATCH, str(path)],
-        env={**os.environ, "ANYLAUNCH_HOME": str(home)},
+        env={**os.environ, "ANYLAUNCH_HOME": str(home), **token},
         capture_output=True,
         check=False,
     )
@@ -217,8 +219,16 @@ def test_status_finishes_a_submission_killed_midway_with_no_step_sent_twice(
     (record,) = Store(home).workflows()
     assert Store(home).list(run_id=f"{record.id}.c") == []  # c was never started
 
+    # From a shell without the steps' secret, status shows the graph and submits nothing.
+    blind = cli("status", record.id, "--json")
+    assert blind.rc == 0, blind.err
+    assert Store(home).list(run_id=f"{record.id}.c") == []
+
     done = wait_until(
-        lambda: (s := cli("status", record.id, "--json").json())["state"] == "SUCCEEDED" and s,
+        lambda: (
+            (s := cli("status", record.id, "--json", env=token).json())["state"] == "SUCCEEDED"
+            and s
+        ),
         timeout=180,
         what="the workflow to finish",
         interval=1,

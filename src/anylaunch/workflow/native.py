@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+from anylaunch.errors import AnylaunchError
 from anylaunch.state import State
 from anylaunch.store import Store, WorkflowRecord, busy_elsewhere
 from anylaunch.workflow import record as wfrecord
@@ -86,7 +87,12 @@ def resume(workflow_id: str, store: Store) -> bool:
     record = store.get_workflow(workflow_id)
     if record.cancel_requested_at or not _unfinished(record, store):
         return False
-    submit(record.id, store)
+    try:
+        submit(record.id, store)
+    except AnylaunchError:
+        # Slurm did not answer, or a secret is not in this shell: `status` still shows
+        # the graph; the next command (`run` of the file, `retry`) says what is wrong.
+        return False
     return True
 
 
