@@ -107,9 +107,11 @@ def recipe_command(recipe: Mapping[Any, Any]) -> list[str] | None:
         target = target.get("_target_")
     if not isinstance(target, str) or not target.strip():
         return None
+    from anylaunch.node.command import CONFIG_PLACEHOLDER
+
     target = target.strip()
     module = target.rsplit(".", 1)[0] if "." in target else RECIPE_MODULES.get(target)
-    return ["python", "-m", module, "-c", "{config}"] if module else None
+    return ["python", "-m", module, "-c", CONFIG_PLACEHOLDER] if module else None
 
 
 def with_defaults(spec: JobSpec, environ: Mapping[str, str]) -> JobSpec:

@@ -116,6 +116,33 @@ def shell(directory: str | None, runtime_word: str, *, image: str | None = None)
     )
 
 
+def config_text(spec: JobSpec) -> str | None:
+    """The file `{config}` in the command stands for on the node, as YAML: the recipe
+    (the job file less the launcher's sections). With a checkpoint folder its
+    `restore_from.path` holds the placeholder `config_fill` replaces on the node.
+    None when the command does not name `{config}`: no file is written.
+    """
+    from anylaunch.node import command
+
+    if not command.uses_recipe(spec.command):
+        return None
+    import yaml
+
+    recipe = recipe_for_resume(spec.recipe) if checkpoint_dir(spec) else spec.recipe
+    return yaml.safe_dump(recipe, sort_keys=False)
+
+
+def config_fill(spec: JobSpec, path: str, runtime_word: str) -> str:
+    """Bash that writes the checkpoint into the `{config}` file at `path` (a bash word),
+    or "" when there is nothing to fill (no `{config}`, no checkpoint folder, or no
+    `restore_from.path` in the recipe)."""
+    from anylaunch.node import command
+
+    if not checkpoint_dir(spec) or not command.uses_recipe(spec.command):
+        return ""
+    return fill_recipe(path, spec.recipe, runtime_word)
+
+
 def fill_recipe(path: str, recipe: dict[str, Any], runtime_word: str) -> str:
     """Bash that puts the checkpoint (or the recipe's own path) into `restore_from.path`.
 

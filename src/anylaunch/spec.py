@@ -22,13 +22,13 @@ from pydantic import (
 )
 
 from anylaunch import shellwords
+from anylaunch.backends.known import BACKENDS
 from anylaunch.envvars import EnvVars
 from anylaunch.limits import check_command
 from anylaunch.mounts import Mount
 from anylaunch.redact import MASK, is_secret_name
 from anylaunch.storage.uri import parse_s3, validate_location
 
-BACKENDS = ("local", "slurm", "skypilot", "lepton")
 S3Location = Annotated[str, AfterValidator(lambda uri: str(parse_s3(uri)) and uri)]
 Launcher = Literal["torchrun", "srun", "none"]
 MAX_NAME = 200

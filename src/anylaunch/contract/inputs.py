@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Backend = Literal["local", "slurm", "skypilot", "lepton"]
+from anylaunch.backends.known import BackendName as Backend
+
 StateName = Literal[
     "PENDING", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT",
     "PREEMPTED", "UNKNOWN",

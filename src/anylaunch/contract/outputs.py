@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from anylaunch.backends.known import BackendName
 from anylaunch.state import State
 
 
@@ -26,7 +27,7 @@ class JobSummary(_Out):
     id: str = Field(description="anylaunch's job id (8 characters)")
     name: str
     state: State
-    backend: Literal["local", "slurm", "skypilot", "lepton"]
+    backend: BackendName
     native_id: str | None = Field(description="the backend's own id once submitted")
     exit_code: int | None
     detail: str | None = Field(description="the backend's latest word on the job")
@@ -63,7 +64,7 @@ class RunStatus(_Out):
 
     run: str
     state: State
-    backend: Literal["local", "slurm", "skypilot", "lepton"]
+    backend: BackendName
     splits: list[Split]
 
 
@@ -204,7 +205,7 @@ class WorkflowStep(_Out):
         description="a run's state once started; WAITING (needs not done), BLOCKED (a"
         " need failed), SKIPPED (not in this run: --only/--from)"
     )
-    backend: Literal["local", "slurm", "skypilot", "lepton"]
+    backend: BackendName
     needs: list[str]
     run_id: str | None = Field(description="the run holding the step's jobs, once started")
     error: str | None = Field(description="why the step could not be submitted")
@@ -233,7 +234,7 @@ class WorkflowStatus(_Out):
 
 class WorkflowPlanStep(_Out):
     id: str
-    backend: Literal["local", "slurm", "skypilot", "lepton"]
+    backend: BackendName
     needs: list[str]
     splits: int | None
     runs: bool = Field(description="false: left out by --only/--from")

@@ -30,6 +30,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from anylaunch.backends.known import BACKENDS
 from anylaunch.errors import AnylaunchError, JobNotFound
 from anylaunch.state import State
 from anylaunch.store import Store
@@ -37,7 +38,6 @@ from anylaunch.tables import age
 from anylaunch.ui import detail, lists, live, plots
 from anylaunch.ui.masking import Masker
 
-BACKENDS = ("local", "slurm", "skypilot", "lepton")
 REFRESH_MS = 2000
 WORKFLOWS_SHOWN = 20  # the newest, on the front page
 

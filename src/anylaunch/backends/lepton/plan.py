@@ -12,8 +12,6 @@ import json
 import shlex
 from typing import Any
 
-import yaml
-
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.lepton.config import LeptonSection, located_error
@@ -53,14 +51,10 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     # newest complete checkpoint on the shared volume.
     folder = resume.checkpoint_dir(spec)
     before = [resume.shell(folder, RUNTIME_WORD, image=spec.image)] if folder else []
-    if command.uses_recipe(spec.command):
-        recipe = resume.recipe_for_resume(spec.recipe) if folder else spec.recipe
-        files.append(node_script.File(RECIPE_PATH, yaml.safe_dump(recipe, sort_keys=False)))
-        fill = (
-            resume.fill_recipe(shlex.quote(RECIPE_PATH), spec.recipe, RUNTIME_WORD)
-            if folder
-            else ""
-        )
+    recipe = resume.config_text(spec)
+    if recipe is not None:
+        files.append(node_script.File(RECIPE_PATH, recipe))
+        fill = resume.config_fill(spec, shlex.quote(RECIPE_PATH), RUNTIME_WORD)
         before += [fill] if fill else []
     after: list[str] = []
     # S3 staging inside the job, through the node group's shared volume when there is

@@ -12,8 +12,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.errors import ConfigError
@@ -48,14 +46,15 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     runtime_path = str(job_dir / runtime.FILE_NAME)
     runtime_word = shlex.quote(runtime_path)
     before = [resume.shell(checkpoints, runtime_word)] if checkpoints else []
-    recipe_used = command.uses_recipe(spec.command)
-    fill = bool(checkpoints and recipe_used and resume.restore_path(spec.recipe))
-    if recipe_used:
-        recipe = resume.recipe_for_resume(spec.recipe) if fill else spec.recipe
-        files[RECIPE_FILE] = yaml.safe_dump(recipe, sort_keys=False)
+    recipe = resume.config_text(spec)
+    recipe_used = recipe is not None
+    fill_step = resume.config_fill(spec, '"$ANYLAUNCH_RECIPE"', runtime_word)
+    fill = bool(fill_step)
+    if recipe is not None:
+        files[RECIPE_FILE] = recipe
         if fill:
             before.append(f'cp {shlex.quote(str(job_dir / RECIPE_FILE))} "$ANYLAUNCH_RECIPE"')
-            before.append(resume.fill_recipe('"$ANYLAUNCH_RECIPE"', spec.recipe, runtime_word))
+            before.append(fill_step)
 
     profile = spec.profile if spec.profile and spec.profile.enabled(spec) else None
     nsys_dir = f"{(profile.output_dir if profile and profile.output_dir else str(job_dir))}/nsys"

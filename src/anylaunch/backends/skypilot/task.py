@@ -116,12 +116,12 @@ def run_script(
             resume_step,
         ]
     files: list[node_script.File] = []
-    if command.uses_recipe(spec.command):
+    text = resume.config_text(spec)
+    if text is not None:
         # Per node: virtual nodes of one host (the devstack) must not share the file.
         exports[RECIPE_ENV] = Sh(f'"${{TMPDIR:-/tmp}}/anylaunch-{job_id}-node$NODE_RANK.yaml"')
-        text = yaml.safe_dump(resume.recipe_for_resume(spec.recipe), sort_keys=False)
         files.append(node_script.File(var(RECIPE_ENV), text))
-        fill = resume.fill_recipe(f'"${RECIPE_ENV}"', spec.recipe, runtime_word)
+        fill = resume.config_fill(spec, f'"${RECIPE_ENV}"', runtime_word)
         if fill:
             before.append(fill)
     if before:

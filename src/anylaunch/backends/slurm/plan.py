@@ -9,14 +9,12 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-import yaml
-
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.slurm import script, template
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.errors import ConfigError
-from anylaunch.node import command, shell
+from anylaunch.node import shell
 from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
 from anylaunch.storage import manifest
@@ -64,12 +62,10 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
     if staging is not None or resume.checkpoint_dir(spec):
         files[runtime.FILE_NAME] = runtime.source()
-    if command.uses_recipe(spec.command):
+    recipe = resume.config_text(spec)
+    if recipe is not None:
         # With a checkpoint folder the job writes the newest checkpoint into restore_from.path.
-        recipe = (
-            resume.recipe_for_resume(spec.recipe) if resume.checkpoint_dir(spec) else spec.recipe
-        )
-        files[script.RECIPE_FILE] = yaml.safe_dump(recipe, sort_keys=False)
+        files[script.RECIPE_FILE] = recipe
     secrets = sorted(spec.secret_env())
     section_secrets = sorted(set(section.secret_env()) - set(secrets))
     report_dir = spec.profile.output_dir if spec.profile and spec.profile.output_dir else None

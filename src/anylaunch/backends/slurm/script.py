@@ -24,7 +24,6 @@ from anylaunch.spec import JobSpec
 RECIPE_FILE = "recipe.yaml"
 # The in-job runtime (staging, resume) sits in the job's directory on the shared filesystem.
 RUNTIME_WORD = f'"$ANYLAUNCH_JOB_DIR/{runtime.FILE_NAME}"'
-CONFIG_PLACEHOLDER = command.CONFIG_PLACEHOLDER
 # Defaults for NCCL that a job file (`env:`) or the submitting environment overrides.
 NCCL_DEFAULTS = {
     "NCCL_DEBUG": "WARN",
@@ -230,12 +229,9 @@ def _resume(job: Job) -> list[str]:
     folder = resume.checkpoint_dir(job.spec)
     if folder:
         out.append(resume.shell(folder, RUNTIME_WORD))
-        if command.uses_recipe(job.spec.command):
-            fill = resume.fill_recipe(
-                f'"$ANYLAUNCH_JOB_DIR/{RECIPE_FILE}"', job.spec.recipe, RUNTIME_WORD
-            )
-            if fill:
-                out.append(fill)
+        fill = resume.config_fill(job.spec, f'"$ANYLAUNCH_JOB_DIR/{RECIPE_FILE}"', RUNTIME_WORD)
+        if fill:
+            out.append(fill)
     return out
 
 
