@@ -25,6 +25,10 @@ EVAL = (
     " (split == '2' and not mark.exists()) and (mark.touch() or sys.exit(7));"
     " pathlib.Path('scores').mkdir(exist_ok=True); pathlib.Path('scores/score-' + split).write_text(model)"
 )
+MAKE = (
+    "import pathlib; pathlib.Path('out').mkdir(exist_ok=True);"
+    " pathlib.Path('out/a.txt').write_text('A' * 100000)"
+)
 EXPORT = (
     "import pathlib; names = sorted(p.name for p in pathlib.Path('scores').iterdir());"
     " pathlib.Path('final').mkdir(exist_ok=True); pathlib.Path('final/summary.txt').write_text(','.join(names))"
@@ -106,6 +110,12 @@ def test_four_steps_across_local_slurm_and_lepton_succeed_after_retrying_one_spl
         assert (cache / bucket / "wf" / "ckpt" / "model.txt").read_text() == "weights:r1,r2,r3"
         eval_log = cli("logs", steps["eval"]["splits"][0]["attempts"][0]["id"], env=env).out
         assert "eval 0 weights:r1,r2,r3" in eval_log  # read through S3 on Lepton
+        # Downloaded from S3 (once: the splits share the Lepton volume's cache).
+        eval_logs = [
+            cli("logs", split["attempts"][0]["id"], env=env).out
+            for split in steps["eval"]["splits"]
+        ]
+        assert sum("in: objects=1, fetched=1," in text for text in eval_logs) == 1
 
         again = cli("retry", wf["id"], "--failed", "--json", env=env, timeout=600, cwd=work)
         assert again.rc == 0, again.out + again.err
@@ -119,3 +129,34 @@ def test_four_steps_across_local_slurm_and_lepton_succeed_after_retrying_one_spl
     assert created == 5  # four splits, and split 2 once more
     summary = s3client.get_object(Bucket=bucket, Key="wf/final/summary.txt")["Body"].read()
     assert summary == b"score-0,score-1,score-2,score-3"
+
+
+def test_steps_on_one_cluster_hand_off_through_the_shared_cache_without_a_download(
+    cli, write, tmp_path, bucket, cli_env, devstack
+):
+    work = tmp_path / "cluster-work"
+    work.mkdir()
+    path = write(
+        f"""
+        launcher: none
+        slurm: {{python: {sys.executable}, workdir: {work}, cache_root: {tmp_path / "cache"}}}
+        steps:
+          make:
+            command: [{sys.executable}, -c, "{MAKE}"]
+            outputs: {{out: s3://{bucket}/x/out/}}
+          use:
+            command: [{sys.executable}, -c, "print('read', open('inp/a.txt').read()[:5])"]
+            inputs: {{inp: "${{steps.make.outputs.out}}"}}
+        """,
+        "wf.yaml",
+    )
+    env = {**cli_env, "SLURM_CONF": devstack["SLURM_CONF"]}
+    plan = cli("run", str(path), "--dry-run", "--json", env=env).json()
+    [handoff] = plan["steps"][1]["handoffs"]
+    assert (handoff["via"], handoff["filesystem"]) == ("shared", f"slurm {tmp_path / 'cache'}")
+    done = cli("run", str(path), "--json", env=env, timeout=300)
+    assert done.rc == 0, done.out + done.err
+    user = done.json()["steps"][1]["splits"][0]["attempts"][0]["id"]
+    log = cli("logs", user, env=env).out
+    assert "read AAAAA" in log
+    assert "in: objects=1, fetched=0, bytes_fetched=0," in log  # read in place
