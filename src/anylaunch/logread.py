@@ -12,7 +12,7 @@ Offsets count bytes for files and for text fetched from a backend alike.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from anylaunch import leftovers
 from anylaunch.backends.base import LogSource
@@ -23,6 +23,45 @@ from anylaunch.redact import mask
 class Chunk:
     lines: list[str]
     end: int  # where the next read begins: just past the last line returned
+
+
+@dataclass
+class Offsets:
+    """How far each node's log has been read: a byte offset per node, always at a line
+    start. Bytes for a file and for text fetched from a backend alike (text is counted as
+    its UTF-8 encoding), so an offset means the same to every reader: `logs -f`, an
+    attached `run` and the dashboard's live stream (where it travels as the event id)."""
+
+    done: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, token: str | None) -> Offsets:
+        """From `token()`'s text (`0:123,1:456`); anything else in it is ignored."""
+        done = {}
+        for part in (token or "").split(","):
+            node, _, offset = part.partition(":")
+            if node.isdigit() and offset.isdigit():
+                done[int(node)] = int(offset)
+        return cls(done)
+
+    def token(self) -> str:
+        return ",".join(f"{n}:{o}" for n, o in sorted(self.done.items()))
+
+    def read(
+        self, source: LogSource, root: str, final: bool, *, tail_bytes: int | None = None
+    ) -> list[str]:
+        """The complete lines this node's log gained (and the unfinished one, if `final`).
+
+        A node read for the first time starts at the beginning, or `tail_bytes` before
+        the end. An offset given from outside (a client's Last-Event-ID) is only a hint:
+        `read` begins at a line start whatever it says, so a forged one cannot start
+        inside a token and get past the masking."""
+        start = self.done.get(source.node)
+        chunk = read(
+            source, root, start, final=final, tail_bytes=tail_bytes if start is None else None
+        )
+        self.done[source.node] = chunk.end
+        return chunk.lines
 
 
 def read(

@@ -32,7 +32,7 @@ def follow(
     secrets = job.secrets()
     wait = min(0.02, interval)
     quick_until = time.monotonic() + 5.0
-    seen: dict[int, int] = {}  # node -> bytes consumed, always at a line start
+    seen = logread.Offsets()
     first = True
     while True:
         # State first: lines written before it are read below. A job UNKNOWN for good
@@ -41,9 +41,7 @@ def follow(
         sources = list(backend.logs(job.record, node))
         prefix = len(sources) > 1
         for source in sources:
-            chunk = logread.read(source, job.record.job_dir, seen.get(source.node), final=terminal)
-            seen[source.node] = chunk.end
-            lines = chunk.lines
+            lines = seen.read(source, job.record.job_dir, final=terminal)
             if first and tail is not None:
                 lines = lines[-tail:] if tail > 0 else []
             for line in logread.masked(lines, secrets):
@@ -52,5 +50,5 @@ def follow(
         if terminal:
             return
         time.sleep(wait)
-        if any(seen.values()) or time.monotonic() > quick_until:
+        if any(seen.done.values()) or time.monotonic() > quick_until:
             wait = min(wait * 1.5, interval)

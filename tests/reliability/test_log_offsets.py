@@ -23,9 +23,9 @@ from reliability_helpers import FIGURES
 
 from anylaunch import api, logread
 from anylaunch.backends.base import LogSource
+from anylaunch.logread import Offsets
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
-from anylaunch.ui.live import Offsets
 
 SECRET_CHARS = string.ascii_uppercase
 OTHER = string.ascii_lowercase + string.digits + " =:;-_/.\t\u00e9\u4e2d"

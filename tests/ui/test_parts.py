@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from anylaunch.backends.base import LogSource
+from anylaunch.logread import Offsets
 from anylaunch.ui import metrics, plots
-from anylaunch.ui.live import TAIL_BYTES, Offsets
+from anylaunch.ui.live import TAIL_BYTES
 from anylaunch.ui.masking import Masker
 
 
@@ -70,11 +71,30 @@ def test_log_offsets_advance_over_complete_lines_and_resume(tmp_path: Path):
     assert resumed.read(source, str(tmp_path), final=True) == []
 
 
+def test_an_offset_is_the_same_byte_for_a_log_file_and_for_text_fetched_from_a_backend(
+    tmp_path: Path,
+):
+    text = "é中 one\nzwei ü\ndrei"  # multi-byte characters: characters and bytes differ
+    log = tmp_path / "node-0.log"
+    log.write_bytes(text.encode())
+    from_file, from_text = Offsets(), Offsets()
+    file_lines = from_file.read(LogSource(node=0, path=str(log)), str(tmp_path), final=False)
+    text_lines = from_text.read(LogSource(node=0, text=text), str(tmp_path), final=False)
+    assert file_lines == text_lines == ["é中 one", "zwei ü"]
+    two_lines = len("é中 one\nzwei ü\n".encode())  # 18 bytes, 14 characters
+    assert from_file.token() == from_text.token() == f"0:{two_lines}"
+    # A reader resumed from either token gets the same rest from either source.
+    for source in (LogSource(node=0, path=str(log)), LogSource(node=0, text=text)):
+        assert Offsets.parse(from_text.token()).read(source, str(tmp_path), final=True) == ["drei"]
+
+
 def test_a_new_viewer_gets_the_end_of_a_long_log_from_a_line_start(tmp_path: Path):
     log = tmp_path / "node-0.log"
     lines = [f"line {i:07d}" for i in range(60_000)]  # ~780 KB
     log.write_text("\n".join(lines) + "\n")
-    got = Offsets().read(LogSource(node=0, path=str(log)), str(tmp_path), final=False)
+    got = Offsets().read(
+        LogSource(node=0, path=str(log)), str(tmp_path), final=False, tail_bytes=TAIL_BYTES
+    )
     assert got[-1] == lines[-1] and got[0] in lines and len("\n".join(got)) <= TAIL_BYTES
 
 

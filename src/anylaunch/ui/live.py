@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
 
-from anylaunch import api, logread
-from anylaunch.backends.base import LogSource, get_backend
+from anylaunch import api
+from anylaunch.backends.base import get_backend
+from anylaunch.logread import Offsets
 from anylaunch.state import State
 from anylaunch.store import Store
 from anylaunch.ui.detail import secret_names
@@ -26,38 +26,6 @@ from anylaunch.ui.masking import Masker
 
 TAIL_BYTES = 256 << 10  # a new viewer gets the end of a long log, not all of it
 KEEPALIVE_S = 15.0
-
-
-@dataclass
-class Offsets:
-    """How far each node's log has been sent: bytes of a file, characters of a text."""
-
-    done: dict[int, int] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, token: str | None) -> Offsets:
-        done = {}
-        for part in (token or "").split(","):
-            node, _, offset = part.partition(":")
-            if node.isdigit() and offset.isdigit():
-                done[int(node)] = int(offset)
-        return cls(done)
-
-    def token(self) -> str:
-        return ",".join(f"{n}:{o}" for n, o in sorted(self.done.items()))
-
-    def read(self, source: LogSource, root: str, final: bool) -> list[str]:
-        """The complete lines this node's log gained (and the unfinished one, if `final`).
-
-        A new viewer gets the end of the log; an offset from the client (Last-Event-ID)
-        is only a hint: reads begin at a line start whatever it says, so a forged one
-        cannot start inside a token and get past the masking."""
-        start = self.done.get(source.node)
-        chunk = logread.read(
-            source, root, start, final=final, tail_bytes=TAIL_BYTES if start is None else None
-        )
-        self.done[source.node] = chunk.end
-        return chunk.lines
 
 
 def _tick(
@@ -76,7 +44,10 @@ def _tick(
         lines = []
         for source in get_backend(record.backend).logs(record, None):
             lines += [
-                (source.node, line) for line in offsets.read(source, record.job_dir, state.terminal)
+                (source.node, line)
+                for line in offsets.read(
+                    source, record.job_dir, final=state.terminal, tail_bytes=TAIL_BYTES
+                )
             ]
         return state.value, lines, secret_names(record)
     finally:
