@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from anylaunch import api, config, splits
-from anylaunch.backends.slurm import commands
+from anylaunch.backends.slurm import commands, parse
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
 from bench.common import Row, failed, interleaved, median_ms, ms, skipped, use_devstack
@@ -69,7 +69,7 @@ def _sbatch_one() -> str:
          "--wrap", "true"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    return commands.parse_job_id(proc.stdout)
+    return parse.job_id(proc.stdout)
 
 
 def _submit(spec: object, store: Store, natives: list[str], rounds: int) -> Row:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
-from anylaunch.backends.slurm import commands, preflight, states
+from anylaunch.backends.slurm import commands, parse, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.plan import Plan, secret_values
@@ -135,7 +135,7 @@ class SlurmBackend:
         message = " ".join((proc.stderr or proc.stdout).split())
         if proc.returncode == 0:
             try:
-                return commands.parse_job_id(proc.stdout)
+                return parse.job_id(proc.stdout)
             except BackendError as exc:  # accepted, but the id was lost on the way
                 raise SubmitOutcomeUnknown(exc.message) from None
         if proc.returncode < 0 or _MAYBE_SUBMITTED in message:
@@ -154,26 +154,18 @@ class SlurmBackend:
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         """One squeue for every job; sacct only for jobs slurmctld has already forgotten."""
-        by_native = {job.native_id: job for job in jobs if job.native_id}
-        seen: dict[str, Observation] = {
-            job.id: Observation(State.UNKNOWN, detail="not submitted to Slurm")
-            for job in jobs
-            if not job.native_id
-        }
-        if not by_native:
-            return seen
+        natives = [job.native_id for job in jobs if job.native_id]
+        if not natives:
+            return observe(jobs, {}, {})
         deadline = time.monotonic() + commands.POLL_DEADLINE_S
         silent: str | None = None
         try:
-            queue = commands.squeue(list(by_native), timeout=commands.POLL_DEADLINE_S)
+            queue = commands.squeue(natives, timeout=commands.POLL_DEADLINE_S)
         except BackendError as exc:
             queue = {}  # slurmctld unreachable: accounting may still answer
             silent = exc.message
-        for native, row in queue.items():
-            job = by_native.get(native)
-            if job is not None:
-                seen[job.id] = _observe(row, job)
-        forgotten = [native for native in by_native if native not in queue]
+        forgotten = [native for native in natives if native not in queue]
+        acct: dict[str, parse.Row] = {}
         if forgotten:
             try:
                 # With slurmctld silent, accounting gets only what is left of the deadline.
@@ -181,10 +173,7 @@ class SlurmBackend:
                 acct = commands.sacct(forgotten, timeout=max(0.5, wait))
             except BackendError:
                 acct = {}
-            for native in forgotten:
-                accounted = acct.get(native)
-                if accounted is not None:
-                    seen[by_native[native].id] = _observe(accounted, by_native[native])
+        seen = observe(jobs, queue, acct)
         if silent is not None:
             raise Unreachable(silent, observed=seen)
         return seen
@@ -244,7 +233,23 @@ class SlurmBackend:
                 )
 
 
-def _observe(row: commands.Row, job: JobRecord) -> Observation:
+def observe(
+    jobs: Sequence[JobRecord], queue: Mapping[str, parse.Row], acct: Mapping[str, parse.Row]
+) -> dict[str, Observation]:
+    """What squeue (`queue`) and then accounting (`acct`) say of each job, by native id;
+    a job neither names is left out (not seen: its stored state stands)."""
+    seen: dict[str, Observation] = {}
+    for job in jobs:
+        if not job.native_id:
+            seen[job.id] = Observation(State.UNKNOWN, detail="not submitted to Slurm")
+            continue
+        row = queue.get(job.native_id) or acct.get(job.native_id)
+        if row is not None:
+            seen[job.id] = _observe(row, job)
+    return seen
+
+
+def _observe(row: parse.Row, job: JobRecord) -> Observation:
     requeue = bool(job.meta.get("requeue", True))
     state = states.to_state(row.state, requeue=requeue)
     exit_code = row.exit_code if state.terminal else None

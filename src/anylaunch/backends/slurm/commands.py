@@ -1,10 +1,8 @@
-"""Slurm's command-line tools (sbatch, squeue, sacct, scancel), run and parsed in one place.
+"""Slurm's command-line tools (sbatch, squeue, sacct, scancel), run in one place.
 
 Every call goes through `run`, which turns a missing tool or a refusal into one-line
 BackendErrors and counts calls, so a benchmark can prove that polling 50 jobs costs one
-squeue and at most one sacct. Output is read in Slurm's parsable forms (`--parsable`,
-`-P`, `-O` with a separator) and never from `--json`: 22.05's `sacct --json` reports
-exit code 0 for failed jobs.
+squeue and at most one sacct. What the tools print is read by `parse`, which runs nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +12,8 @@ import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from anylaunch.backends.slurm.states import from_exit_pair, from_wait_status
+from anylaunch.backends.slurm import parse
 from anylaunch.errors import BackendError
 
 CALLS: Counter[str] = Counter()  # tool name -> calls made by this process
@@ -25,18 +22,6 @@ TIMEOUT_S = 60
 # itself retries a refused connection for MessageTimeout-ish seconds (18 s with the
 # defaults) before it gives up, and `ps` must not hang on a controller that is down.
 POLL_DEADLINE_S = 1.0
-
-_SQUEUE_FIELDS = ("JobID", "ArrayJobID", "ArrayTaskID", "State", "exit_code", "Reason")
-
-
-@dataclass(frozen=True)
-class Row:
-    """One job as squeue or sacct saw it; `exit_code` is already a plain number."""
-
-    native_id: str
-    state: str
-    exit_code: int | None
-    reason: str | None = None
 
 
 def run(
@@ -80,72 +65,32 @@ class NoAnswer(BackendError):
     """A Slurm command that did not answer in time: what it did is not known."""
 
 
-def parse_job_id(stdout: str) -> str:
-    """`sbatch --parsable` prints `ID` or `ID;CLUSTER`, possibly after warnings."""
-    for line in reversed(stdout.strip().splitlines()):
-        head = line.strip().split(";", 1)[0]
-        if head.isdigit():
-            return head
-    raise BackendError(f"sbatch printed no job id: {stdout.strip()!r}", code="SLURM")
-
-
-def squeue(native_ids: Sequence[str], *, timeout: float = TIMEOUT_S) -> dict[str, Row]:
+def squeue(native_ids: Sequence[str], *, timeout: float = TIMEOUT_S) -> dict[str, parse.Row]:
     """Every listed job that slurmctld still knows (finished ones for MinJobAge), one call."""
     if not native_ids:
         return {}
-    fields = ",".join(f"{f}:|" for f in _SQUEUE_FIELDS)
-    proc = run(
-        ["squeue", "--noheader", "--array", "--states=all", "--jobs", ",".join(native_ids),
-         "--Format", fields],
-        check=False, timeout=timeout,
-    )  # fmt: skip
+    proc = run(parse.squeue_argv(native_ids), check=False, timeout=timeout)
     if proc.returncode != 0:
-        if "Invalid job id" in proc.stderr:
+        if parse.all_forgotten(proc.stderr):
             return {}  # every listed job is gone from slurmctld: sacct knows the rest
         raise BackendError(f"squeue failed: {' '.join(proc.stderr.split())}", code="SLURM")
-    rows: dict[str, Row] = {}
-    for line in proc.stdout.splitlines():
-        parts = line.split("|")
-        if len(parts) < len(_SQUEUE_FIELDS):
-            continue
-        job_id, array_job, array_task, state, status, reason = (p.strip() for p in parts[:6])
-        native = f"{array_job}_{array_task}" if array_task not in ("", "N/A") else job_id
-        code = from_wait_status(int(status)) if status.isdigit() else None
-        rows[native] = Row(native, state, code, reason)
-    return rows
+    return parse.squeue_rows(proc.stdout)
 
 
-def sacct(native_ids: Sequence[str], *, timeout: float = TIMEOUT_S) -> dict[str, Row]:
+def sacct(native_ids: Sequence[str], *, timeout: float = TIMEOUT_S) -> dict[str, parse.Row]:
     """The accounting record of each listed job (the newest run of a requeued one)."""
     if not native_ids:
         return {}
-    proc = run(
-        ["sacct", "--noheader", "--parsable2", "--allocations", "--jobs", ",".join(native_ids),
-         "--format", "JobID,State,ExitCode"],
-        check=False, timeout=timeout,
-    )  # fmt: skip
+    proc = run(parse.sacct_argv(native_ids), check=False, timeout=timeout)
     if proc.returncode != 0:
         raise BackendError(f"sacct failed: {' '.join(proc.stderr.split())}", code="SLURM")
-    rows: dict[str, Row] = {}
-    for line in proc.stdout.splitlines():
-        parts = line.split("|")
-        if len(parts) < 3:
-            continue
-        rows[parts[0]] = Row(parts[0], parts[1], from_exit_pair(parts[2]))
-    return rows
+    return parse.sacct_rows(proc.stdout)
 
 
-def by_comment(prefix: str = "anylaunch:") -> dict[str, tuple[str, bool]]:
-    """Every job slurmctld knows whose comment starts with `prefix`, one squeue call:
+def by_comment() -> dict[str, tuple[str, bool]]:
+    """Every job slurmctld knows whose comment starts with `anylaunch:`, one squeue call:
     the comment's rest -> (job id, or the array's job id, and whether it is an array)."""
-    proc = run(["squeue", "--noheader", "--states=all", "--format", "%A|%F|%K|%k"], check=False)
+    proc = run(parse.comment_argv(), check=False)
     if proc.returncode != 0:
         raise BackendError(f"squeue failed: {' '.join(proc.stderr.split())}", code="SLURM")
-    found: dict[str, tuple[str, bool]] = {}
-    for line in proc.stdout.splitlines():
-        parts = line.strip().split("|", 3)
-        if len(parts) == 4 and parts[3].startswith(prefix):
-            job_id, array_job, task, comment = parts
-            is_array = task.strip() not in ("", "N/A")
-            found.setdefault(comment[len(prefix) :], (array_job if is_array else job_id, is_array))
-    return found
+    return parse.comment_rows(proc.stdout)
