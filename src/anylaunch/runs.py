@@ -10,7 +10,7 @@ retry never needed them written down.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +34,7 @@ class RunView:
 
     @property
     def state(self) -> State:
-        latest = [attempts[-1].state for attempts in self.splits.values()]
-        if all(s is State.SUCCEEDED for s in latest):
-            return State.SUCCEEDED
-        if not all(s.terminal for s in latest):
-            return State.RUNNING if any(s is State.RUNNING for s in latest) else State.PENDING
-        return State.CANCELLED if all(s is State.CANCELLED for s in latest) else State.FAILED
+        return run_state(attempts[-1].state for attempts in self.splits.values())
 
     def failed(self) -> list[int]:
         return [i for i, attempts in self.splits.items() if attempts[-1].state in RETRIED_STATES]
@@ -63,6 +58,17 @@ def splits_json(splits: Mapping[int, list[JobRecord]]) -> list[dict[str, Any]]:
         }
         for i, attempts in sorted(splits.items())
     ]
+
+
+def run_state(latest: Iterable[State]) -> State:
+    """A run's state from the states of its splits' newest attempts (each split once or
+    each state once: only which states occur matters)."""
+    seen = set(latest)
+    if seen <= {State.SUCCEEDED}:
+        return State.SUCCEEDED
+    if not all(s.terminal for s in seen):
+        return State.RUNNING if State.RUNNING in seen else State.PENDING
+    return State.CANCELLED if seen == {State.CANCELLED} else State.FAILED
 
 
 def load(run_id: str, store: Store | None = None) -> RunView:

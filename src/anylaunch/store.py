@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from anylaunch.errors import JobNotFound, StoreError, UsageError
-from anylaunch.state import State, may_become_unknown, may_move
+from anylaunch.state import TERMINAL, State, may_become_unknown, may_move
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -87,7 +87,8 @@ CREATE TABLE IF NOT EXISTS workflow_steps (
 );
 """
 
-_TERMINAL_SQL = "('SUCCEEDED','FAILED','CANCELLED','TIMEOUT','PREEMPTED')"
+# The terminal states as an SQL list, from the one definition (state.TERMINAL).
+_TERMINAL_SQL = "(" + ",".join(f"'{s.value}'" for s in sorted(TERMINAL)) + ")"
 
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # no i, l, o, u: easy to read aloud
 
@@ -732,7 +733,7 @@ class Store(WorkflowTables):
         with self._write() as db:
             db.execute(
                 "UPDATE jobs SET detail = ?, updated_at = ? WHERE id = ? AND detail IS NOT ?"
-                " AND state NOT IN ('SUCCEEDED','FAILED','CANCELLED','TIMEOUT','PREEMPTED')",
+                f" AND state NOT IN {_TERMINAL_SQL}",
                 (detail, time.time(), job_id, detail),
             )
 
@@ -826,6 +827,40 @@ class Store(WorkflowTables):
                 f"run id '{run_id}' is ambiguous ({', '.join(ids)}) — give more characters"
             )
         return ids[0]
+
+    def newest_runs(self, limit: int, backend: str | None = None) -> Sequence[tuple[str, float]]:
+        """The newest runs as (id, created_at), from the small `runs` table (every run is
+        recorded there first); with `backend`, only runs with a job on it."""
+        sql, args = "SELECT id, created_at FROM runs", []
+        if backend:
+            sql += " WHERE EXISTS (SELECT 1 FROM jobs WHERE run_id = runs.id AND backend = ?)"
+            args.append(backend)
+        sql += " ORDER BY created_at DESC LIMIT ?"
+        return [(row[0], row[1]) for row in self._db.execute(sql, (*args, int(limit)))]
+
+    def split_states(self, run_ids: Sequence[str]) -> dict[str, tuple[str, dict[str, int]]]:
+        """Per run: its backend, and how many splits' newest attempt is in each state.
+
+        Newest by rowid (rows are only appended): `created_at` sits after the spec and plan
+        blobs in the row, and reading it would page through them for every split.
+        """
+        if not run_ids:
+            return {}
+        rows = self._db.execute(
+            "SELECT run_id, split_id, state, backend FROM jobs"
+            f" WHERE run_id IN ({','.join('?' * len(run_ids))}) ORDER BY rowid",
+            list(run_ids),
+        )
+        newest: dict[tuple[str, int | None], str] = {}
+        backends: dict[str, str] = {}
+        for run_id, split_id, state, backend in rows:
+            newest[run_id, split_id] = state  # a later attempt overwrites an earlier one
+            backends.setdefault(run_id, backend)
+        result: dict[str, tuple[str, dict[str, int]]] = {}
+        for (run_id, _), state in newest.items():
+            by_state = result.setdefault(run_id, (backends[run_id], {}))[1]
+            by_state[state] = by_state.get(state, 0) + 1
+        return result
 
     def events(self, job_id: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
         rows = self._db.execute(

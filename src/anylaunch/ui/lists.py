@@ -7,12 +7,10 @@ are polled the way `ps` polls them: one backend call per backend, terminal jobs 
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from dataclasses import dataclass, field
 
 from anylaunch import api
-from anylaunch.runs import RunView
+from anylaunch.runs import run_state
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
@@ -84,71 +82,25 @@ def poll(records: list[JobRecord], store: Store) -> dict[str, str]:
 def newest_runs(
     store: Store, filters: Filters, problems: dict[str, str] | None = None, limit: int = RUNS_SHOWN
 ) -> list[RunRow]:
-    """The newest runs (groups of splits), each with its state by the rule of `RunView`."""
-    # Read-only SQL of our own: Store has no list of runs, and two small queries beat
-    # loading every split of every run shown.
-    with closing(sqlite3.connect(store.path, timeout=60)) as db:
-        ids = _run_ids(db, filters, limit)
-        counts = _latest_states(db, ids)
-        live = [
-            i for i, (_, by_state) in counts.items() if any(not State(s).terminal for s in by_state)
-        ]
-        if live:
-            (problems if problems is not None else {}).update(_poll_live(store, live))
-            counts = _latest_states(db, ids)
+    """The newest runs (groups of splits), each with its state by the rule of `run_state`.
+
+    Two small queries (the runs, then their splits' newest states) rather than loading
+    every split of every run shown."""
+    ids = store.newest_runs(limit, filters.backend or None)
+    counts = store.split_states([run_id for run_id, _ in ids])
+    live = [
+        i for i, (_, by_state) in counts.items() if any(not State(s).terminal for s in by_state)
+    ]
+    if live:
+        (problems if problems is not None else {}).update(_poll_live(store, live))
+        counts = store.split_states([run_id for run_id, _ in ids])
     result = []
     for run_id, started in ids:
         backend, by_state = counts.get(run_id, ("", {}))
-        # RunView.state reads only which states the splits' latest attempts are in, so one
-        # stand-in attempt per state gives the CLI's verdict without loading every split.
-        view = RunView(
-            run_id,
-            backend,
-            {
-                i: [JobRecord(id="", name="", backend=backend, state=State(s), job_dir="")]
-                for i, s in enumerate(by_state)
-            },
-        )
-        if not by_state or (filters.state and view.state is not filters.state):
+        state = run_state(State(s) for s in by_state)
+        if not by_state or (filters.state and state is not filters.state):
             continue
-        result.append(
-            RunRow(run_id, backend, started, view.state, sum(by_state.values()), by_state)
-        )
-    return result
-
-
-def _run_ids(db: sqlite3.Connection, filters: Filters, limit: int) -> list[tuple[str, float]]:
-    """The newest runs from the small `runs` table (every run is recorded there first)."""
-    sql, args = "SELECT id, created_at FROM runs", []
-    if filters.backend:
-        sql += " WHERE EXISTS (SELECT 1 FROM jobs WHERE run_id = runs.id AND backend = ?)"
-        args.append(filters.backend)
-    sql += " ORDER BY created_at DESC LIMIT ?"
-    return [(row[0], row[1]) for row in db.execute(sql, (*args, limit))]
-
-
-def _latest_states(
-    db: sqlite3.Connection, ids: list[tuple[str, float]]
-) -> dict[str, tuple[str, dict[str, int]]]:
-    """Per run: its backend, and how many splits' newest attempt is in each state.
-
-    Newest by rowid (rows are only appended): `created_at` sits after the spec and plan
-    blobs in the row, and reading it would page through them for every split.
-    """
-    rows = db.execute(
-        "SELECT run_id, split_id, state, backend FROM jobs"
-        f" WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY rowid",
-        [run_id for run_id, _ in ids],
-    )
-    newest: dict[tuple[str, int | None], str] = {}
-    backends: dict[str, str] = {}
-    for run_id, split_id, state, backend in rows:
-        newest[run_id, split_id] = state  # a later attempt overwrites an earlier one
-        backends.setdefault(run_id, backend)
-    result: dict[str, tuple[str, dict[str, int]]] = {}
-    for (run_id, _), state in newest.items():
-        by_state = result.setdefault(run_id, (backends[run_id], {}))[1]
-        by_state[state] = by_state.get(state, 0) + 1
+        result.append(RunRow(run_id, backend, started, state, sum(by_state.values()), by_state))
     return result
 
 
