@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from anylaunch import pending, reach
-from anylaunch.backends.base import Backend, get_backend
+from anylaunch.backends.base import Backend, Observation, get_backend
 from anylaunch.errors import AnylaunchError, BackendError, SubmitOutcomeUnknown
 from anylaunch.reach import Unreachable
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
+from anylaunch.store import JobRecord, Store, Update, busy_elsewhere, new_id
 
 if TYPE_CHECKING:
     from anylaunch.diagnose import Diagnosis
@@ -197,7 +197,12 @@ def get(job_id: str, *, store: Store | None = None) -> Job:
 
 
 def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
-    """Poll every live job with one backend call per backend; terminal jobs are never polled."""
+    """Poll every live job with one backend call per backend; terminal jobs are never polled.
+
+    Backends only report what they see (`Observation`); what they saw is written here,
+    each backend's poll in one transaction (`Store.apply`), and `records` are updated
+    to what was stored.
+    """
     live: dict[str, list[JobRecord]] = {}
     for record in records:
         if not record.state.terminal:
@@ -213,50 +218,60 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
             for job in orphans:  # adopted (a native id now) or settled: poll what is stored
                 vars(job).update(vars(store.get(job.id)))
             jobs = [j for j in jobs if not j.state.terminal]
-        try:
-            observed = impl.poll(jobs)
-        except Unreachable as exc:
-            observed = exc.observed
-            note = reach.down(store.root, backend, exc.message)
-            for job in jobs:
-                if job.id not in observed:
-                    job.stale = note
-        else:
-            reach.up(store.root, backend)
-        seen_now: dict[str, tuple[State, int | None, str | None]] = {}
-        for job in jobs:
-            seen = observed.get(job.id)
-            if seen is None:
-                continue
-            state = seen.state
-            if job.cancel_requested_at and job.native_id and state in (State.FAILED, State.UNKNOWN):
-                # A kill we asked for is not a failure. Without a native id the backend
-                # cannot know the job yet: its submitter stops it once it has one (`send`).
-                state = State.CANCELLED
-            elif state is State.UNKNOWN and seen.final:
-                if store.mark_unknown(job.id, seen.detail or "outcome unknown", final=True):
-                    job.state, job.detail = State.UNKNOWN, seen.detail
-                    job.meta = {**job.meta, "outcome_unknown": True}
-                continue
-            detail = seen.detail
-            if state is State.PENDING:
-                detail = pending.explain(detail, time.time() - job.created_at)
-            seen_now[job.id] = (state, seen.exit_code, detail)
-        # One transaction for the whole poll: a commit per job made the first poll after
-        # a 1,000-split launch take seconds.
-        moved = store.transition_many([(job_id, *seen) for job_id, seen in seen_now.items()])
-        for job in jobs:
-            if job.id not in seen_now:
-                continue
-            state, exit_code, detail = seen_now[job.id]
-            if job.id in moved:
-                job.state = state
-                job.exit_code = exit_code if exit_code is not None else job.exit_code
-                job.detail = detail
-            elif detail and detail != job.detail and not job.state.terminal:
-                store.note(job.id, detail)
-                job.detail = detail
+        store.load_blobs(jobs)  # a poll may need the plan (a resubmission's body)
+        again = _poll_and_apply(impl, backend, jobs, store)
+        if again:  # claimed in the store just now: this process makes the change
+            _poll_and_apply(impl, backend, again, store)
     return list(records)
+
+
+def _poll_and_apply(
+    impl: Backend, backend: str, jobs: Sequence[JobRecord], store: Store
+) -> list[JobRecord]:
+    """One poll of `jobs`, written in one transaction; returns the jobs to poll again."""
+    try:
+        observed = impl.poll(jobs)
+    except Unreachable as exc:
+        observed = exc.observed
+        note = reach.down(store.root, backend, exc.message)
+        for job in jobs:
+            if job.id not in observed:
+                job.stale = note
+    else:
+        reach.up(store.root, backend)
+    now = time.time()
+    stored = store.apply(
+        [_update(job, observed[job.id], now) for job in jobs if job.id in observed]
+    )
+    again = []
+    for job in jobs:
+        after = stored.get(job.id)
+        if after is None:
+            continue
+        for name in ("state", "exit_code", "detail", "native_id", "meta", "updated_at"):
+            setattr(job, name, getattr(after, name))
+        seen = observed[job.id]
+        if seen.again and seen.native_id is not None and after.native_id == seen.native_id:
+            again.append(job)
+    return again
+
+
+def _update(job: JobRecord, seen: Observation, now: float) -> Update:
+    detail = seen.detail
+    if seen.state is State.PENDING:
+        detail = pending.explain(detail, now - job.created_at)
+    return Update(
+        job.id,
+        seen.state,
+        seen.exit_code,
+        detail,
+        final=seen.final,
+        native_id=seen.native_id,
+        expected_native_id=seen.expected_native_id,
+        meta=dict(seen.meta) if seen.meta is not None else None,
+        events=seen.events,
+        attempt=seen.attempt,
+    )
 
 
 NOT_SUBMITTED = "not submitted: the process submitting it ended first"

@@ -178,6 +178,31 @@ _SUMMARY_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class Update:
+    """What one poll learned about one job, as the store writes it (`Store.apply`).
+
+    `state` None: the poll said nothing about the state. `native_id`/`meta`: the job's
+    new native id or metadata (a launch request became a job, a resubmission was made);
+    written only while the stored native id is still `expected_native_id`, so of two
+    processes polling one job only the first records the change, and only if it changes
+    something, so a repeated observation writes nothing twice. `events` are written with
+    that change. `attempt`: the change starts a new attempt of the job, which a job that
+    ended or was asked to cancel must never get.
+    """
+
+    job_id: str
+    state: State | None = None
+    exit_code: int | None = None
+    detail: str | None = None
+    final: bool = False  # UNKNOWN for good (see `mark_unknown`)
+    native_id: str | None = None
+    expected_native_id: str | None = None
+    meta: dict[str, Any] | None = None
+    events: tuple[str, ...] = ()
+    attempt: bool = False
+
+
 class _OnFile(Protocol):
     path: Path  # the database file, named in errors
 
@@ -631,10 +656,7 @@ class Store(WorkflowTables):
     def transition_many(
         self, changes: Sequence[tuple[str, State, int | None, str | None]]
     ) -> set[str]:
-        """Apply a poll's observations in one transaction; return the ids that moved.
-
-        One commit per job made the first poll after a 1,000-split launch take seconds.
-        """
+        """Move many jobs in one transaction; return the ids that moved."""
         moved: set[str] = set()
         if not changes:
             return moved
@@ -642,23 +664,10 @@ class Store(WorkflowTables):
             now = time.time()
             for job_id, state, exit_code, detail in changes:
                 row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-                if row is None or not may_move(State(row["state"]), state):
-                    continue
-                # A new state's detail replaces the old one, an empty one too: a detail
-                # kept from before ("not submitted", "pending: Resources") would describe
-                # a state the job has left.
-                db.execute(
-                    "UPDATE jobs SET state = ?, exit_code = COALESCE(?, exit_code),"
-                    " detail = ?, updated_at = ? WHERE id = ?",
-                    (state.value, exit_code, detail, now, job_id),
-                )
-                db.execute(
-                    "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
-                    (job_id, now, state.value, detail),
-                )
-                if state.terminal:
-                    db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
-                moved.add(job_id)
+                if row is not None and _move(
+                    db, job_id, State(row["state"]), state, exit_code, detail, now
+                ):
+                    moved.add(job_id)
         return moved
 
     def mark_unknown(self, job_id: str, detail: str, *, final: bool = False) -> bool:
@@ -671,62 +680,38 @@ class Store(WorkflowTables):
         """
         with self._write() as db:
             row = db.execute("SELECT state, meta FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is None or not may_become_unknown(State(row["state"])):
-                return False
-            meta = json.loads(row["meta"])
-            if row["state"] == State.UNKNOWN.value and (meta.get("outcome_unknown") or not final):
-                return False  # already said: one event, not one per poll
-            if final:
-                meta["outcome_unknown"] = True
-            now = time.time()
-            db.execute(
-                "UPDATE jobs SET state = ?, detail = ?, meta = ?, updated_at = ? WHERE id = ?",
-                (State.UNKNOWN.value, detail, json.dumps(meta), now, job_id),
-            )
-            db.execute(
-                "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
-                (job_id, now, State.UNKNOWN.value, detail),
-            )
-            if final:
-                db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
-            return True
+            return row is not None and _unknown(db, job_id, row, detail, final, time.time())
 
-    def record_attempt(
-        self,
-        job_id: str,
-        expected_native_id: str,
-        native_id: str,
-        meta: dict[str, Any],
-        detail: str,
-    ) -> bool:
-        """A resubmission under the same job id: new native id, one event, state unchanged.
+    def apply(self, updates: Sequence[Update]) -> dict[str, JobRecord]:
+        """Write what one poll observed, every job in ONE transaction: a crash or an error
+        half-way leaves the store as it was before the poll, never half of a poll.
 
-        Compare-and-swap on the native id, so of two processes polling the same evicted
-        job only one resubmits it. False (nothing written) if another process got there
-        first, or the job is terminal or was asked to cancel: a late poll must not start
-        a job the user stopped.
+        Per job, in this order: a new native id or metadata (compare-and-swap on the
+        native id), then its state by the forward-only rule. A kill that was asked for
+        (`request_cancel`, read here, inside the transaction, so a cancel racing the poll
+        counts) ends CANCELLED where the backend says FAILED or cannot tell. A state
+        that may not be recorded still updates a live job's detail, without an event.
+        Returns every job named, as stored after the write (summary columns).
         """
+        if not updates:
+            return {}
+        out: dict[str, JobRecord] = {}
         with self._write() as db:
-            row = db.execute(
-                "SELECT state, native_id, cancel_requested_at FROM jobs WHERE id = ?", (job_id,)
-            ).fetchone()
-            if (
-                row is None
-                or row["native_id"] != expected_native_id
-                or State(row["state"]).terminal
-                or row["cancel_requested_at"]
-            ):
-                return False
             now = time.time()
-            db.execute(
-                "UPDATE jobs SET native_id = ?, meta = ?, updated_at = ? WHERE id = ?",
-                (native_id, json.dumps(meta), now, job_id),
-            )
-            db.execute(
-                "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
-                (job_id, now, row["state"], detail),
-            )
-            return True
+            for update in updates:
+                row = db.execute(
+                    f"SELECT {_SUMMARY_COLUMNS} FROM jobs WHERE id = ?", (update.job_id,)
+                ).fetchone()
+                if row is None:
+                    continue
+                _apply_one(db, row, update, now)
+                out[update.job_id] = _record(
+                    db.execute(
+                        f"SELECT {_SUMMARY_COLUMNS} FROM jobs WHERE id = ?", (update.job_id,)
+                    ).fetchone(),
+                    full=False,
+                )
+        return out
 
     def note(self, job_id: str, detail: str) -> None:
         """Update a live job's detail (why it is pending) without an event per poll."""
@@ -803,6 +788,21 @@ class Store(WorkflowTables):
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [_record(row, full=False) for row in self._db.execute(sql, args)]
+
+    def load_blobs(self, records: Sequence[JobRecord]) -> None:
+        """Give records read by `list` (summary columns) their spec and plan, one query
+        per 500 of them; records that have a plan already are left as they are."""
+        wanted = {r.id: r for r in records if not r.plan}
+        ids = list(wanted)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self._db.execute(
+                f"SELECT id, spec, plan FROM jobs WHERE id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            for row in rows:
+                wanted[row["id"]].spec = json.loads(row["spec"])
+                wanted[row["id"]].plan = json.loads(row["plan"])
 
     def count_attempts(self, run_id: str, split_id: int | None) -> int:
         """Jobs already recorded for this split of this run (its earlier attempts)."""
@@ -886,6 +886,101 @@ def _make_home(root: Path) -> None:
             f"ANYLAUNCH_HOME {root} cannot be created ({exc.strerror})"
             " — point ANYLAUNCH_HOME at a folder you can write"
         ) from None
+
+
+def _move(
+    db: sqlite3.Connection,
+    job_id: str,
+    current: State,
+    state: State,
+    exit_code: int | None,
+    detail: str | None,
+    now: float,
+) -> bool:
+    """Move one job to `state` if the forward-only rule allows it; True if it moved."""
+    if not may_move(current, state):
+        return False
+    # A new state's detail replaces the old one, an empty one too: a detail kept from
+    # before ("not submitted", "pending: Resources") would describe a state the job left.
+    db.execute(
+        "UPDATE jobs SET state = ?, exit_code = COALESCE(?, exit_code),"
+        " detail = ?, updated_at = ? WHERE id = ?",
+        (state.value, exit_code, detail, now, job_id),
+    )
+    db.execute(
+        "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
+        (job_id, now, state.value, detail),
+    )
+    if state.terminal:
+        db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
+    return True
+
+
+def _unknown(
+    db: sqlite3.Connection, job_id: str, row: sqlite3.Row, detail: str, final: bool, now: float
+) -> bool:
+    """`mark_unknown` inside a transaction; `row` has the job's state and meta."""
+    if not may_become_unknown(State(row["state"])):
+        return False
+    meta = json.loads(row["meta"])
+    if row["state"] == State.UNKNOWN.value and (meta.get("outcome_unknown") or not final):
+        return False  # already said: one event, not one per poll
+    if final:
+        meta["outcome_unknown"] = True
+    db.execute(
+        "UPDATE jobs SET state = ?, detail = ?, meta = ?, updated_at = ? WHERE id = ?",
+        (State.UNKNOWN.value, detail, json.dumps(meta), now, job_id),
+    )
+    db.execute(
+        "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
+        (job_id, now, State.UNKNOWN.value, detail),
+    )
+    if final:
+        db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
+    return True
+
+
+def _apply_one(db: sqlite3.Connection, row: sqlite3.Row, update: Update, now: float) -> None:
+    """One job of `Store.apply`, inside its transaction."""
+    job_id, current = update.job_id, State(row["state"])
+    if update.native_id is not None or update.meta is not None:
+        _reidentify(db, row, update, now)
+    state = update.state
+    if state is None:
+        return
+    if row["cancel_requested_at"] and row["native_id"] and state in (State.FAILED, State.UNKNOWN):
+        # A kill we asked for is not a failure. Without a native id the backend cannot
+        # know the job yet: its submitter stops it once it has one (`api.send`).
+        state = State.CANCELLED
+    elif state is State.UNKNOWN and update.final:
+        _unknown(db, job_id, row, update.detail or "outcome unknown", True, now)
+        return
+    if _move(db, job_id, current, state, update.exit_code, update.detail, now):
+        return
+    if update.detail and update.detail != row["detail"] and not current.terminal:
+        db.execute(
+            "UPDATE jobs SET detail = ?, updated_at = ? WHERE id = ?", (update.detail, now, job_id)
+        )
+
+
+def _reidentify(db: sqlite3.Connection, row: sqlite3.Row, update: Update, now: float) -> None:
+    """A new native id or metadata, compare-and-swap on the stored native id."""
+    if update.expected_native_id is not None and row["native_id"] != update.expected_native_id:
+        return  # another process recorded it first
+    if update.attempt and (State(row["state"]).terminal or row["cancel_requested_at"]):
+        return  # a late poll must not start a job that ended or that the user stopped
+    native_id = update.native_id if update.native_id is not None else row["native_id"]
+    meta = json.dumps(update.meta) if update.meta is not None else row["meta"]
+    if native_id == row["native_id"] and meta == row["meta"]:
+        return  # already recorded: the same observation twice writes nothing twice
+    db.execute(
+        "UPDATE jobs SET native_id = ?, meta = ?, updated_at = ? WHERE id = ?",
+        (native_id, meta, now, update.job_id),
+    )
+    db.executemany(
+        "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
+        [(update.job_id, now, row["state"], event) for event in update.events],
+    )
 
 
 # Every public method of Store, so none can be added without it.

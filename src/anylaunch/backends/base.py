@@ -39,7 +39,8 @@ class PlanContext:
 
 @dataclass(frozen=True)
 class Observation:
-    """What one poll learned about one job."""
+    """What one poll learned about one job. A poll only reports: `api.refresh` writes
+    every job's observation to the store in one transaction (`Store.apply`)."""
 
     state: State
     exit_code: int | None = None
@@ -47,6 +48,19 @@ class Observation:
     # UNKNOWN for good: the backend will never learn more (the local supervisor died
     # with the result). Recorded as UNKNOWN rather than guessed FAILED.
     final: bool = False
+    # The job's new native id or metadata (a launch request became a job, a job was
+    # resubmitted or relaunched), recorded only while the stored native id still is
+    # `expected_native_id`: of two processes polling the same job, one records it.
+    native_id: str | None = None
+    expected_native_id: str | None = None
+    meta: Mapping[str, Any] | None = None
+    events: tuple[str, ...] = ()  # lines for the job's history, written with the change
+    # The change starts a new attempt: never recorded for a job that ended or was asked
+    # to cancel, so a late poll cannot restart a job the user stopped.
+    attempt: bool = False
+    # Poll this job again once the change is recorded: a resubmission is claimed in the
+    # store first, and only the process whose claim was recorded creates the new job.
+    again: bool = False
 
 
 @dataclass(frozen=True)

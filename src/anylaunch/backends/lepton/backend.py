@@ -3,7 +3,8 @@
 `prepare` asks the workspace for what the job file leaves open (shape, node group id,
 volumes); `plan` renders the exact POST body; `submit` creates the secrets the body
 refers to and the job; `poll` reads every job with one paginated list call, and
-resubmits jobs that were evicted or preempted, under the same anylaunch job id.
+resubmits jobs that were evicted or preempted, under the same anylaunch job id (it
+reports what it saw and did; `api.refresh` writes it to the store).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
@@ -25,10 +25,10 @@ from anylaunch.plan import Plan
 from anylaunch.preflight import Check
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store
 
 if TYPE_CHECKING:  # the client (httpx) is imported when a call is made, not by a dry-run
     from anylaunch.backends.lepton.rest.client import LeptonClient
+    from anylaunch.store import JobRecord, Store
 
 PENDING_PREFIX = "pending:"  # native id while a resubmission is being created
 NGC_REGISTRY = "nvcr.io"
@@ -168,12 +168,17 @@ class LeptonBackend:
         return self._resubmit(client, job, evicted)
 
     def _resubmit(self, client: LeptonClient, job: JobRecord, why: wire.Event) -> Observation:
-        """Evicted or preempted: the same job again, from its newest checkpoint
-        (Lepton does not restart an evicted job itself)."""
-        store = _store_of(job)
-        record = store.get(job.id)
-        section = LeptonSection.model_validate(record.spec.get("lepton") or {})
-        attempt = int(record.meta.get("attempt", 1)) + 1
+        """Evicted or preempted: the same job again, from its newest checkpoint (Lepton
+        does not restart an evicted job itself).
+
+        Claimed first: the observation names the new attempt (`pending:<name>`), and
+        `api.refresh` records it only if the stored native id is still the evicted
+        job's, then polls again; the poll of a `pending:` id creates the job. So of two
+        processes polling the same evicted job only one resubmits it, and a crash in
+        between leaves a name to find rather than a second job.
+        """
+        section = LeptonSection.model_validate(job.spec.get("lepton") or {})
+        attempt = int(job.meta.get("attempt", 1)) + 1
         cause = f"{why.reason}: {why.message or ''}".strip().rstrip(":")
         if attempt > section.eviction_retries + 1:
             return Observation(
@@ -182,38 +187,38 @@ class LeptonBackend:
                 f"{cause}; no resubmission left (lepton.eviction_retries={section.eviction_retries})"
                 " — use a dedicated_node_group",
             )
-        body = lepton_plan.for_attempt(record.plan["payload"], job.id, attempt)
-        name = body["metadata"]["id"]
+        name = lepton_plan.for_attempt(job.plan["payload"], job.id, attempt)["metadata"]["id"]
         meta = {
-            **record.meta,
+            **job.meta,
             "attempt": attempt,
             "name": name,
             "attempts": [
-                *record.meta.get("attempts", []),
+                *job.meta.get("attempts", []),
                 {"attempt": attempt, "native_id": None, "name": name},
             ],
         }
         detail = f"attempt {attempt}: attempt {attempt - 1} ended by {cause}; resubmitted as {name}"
-        if not store.record_attempt(
-            job.id, job.native_id or "", PENDING_PREFIX + name, meta, detail
-        ):
-            return Observation(State.UNKNOWN)  # another process resubmitted, or it was cancelled
-        job.native_id, job.meta = PENDING_PREFIX + name, meta
-        return self._finish_resubmit(client, job, body)
+        return Observation(
+            State.UNKNOWN,
+            native_id=PENDING_PREFIX + name,
+            expected_native_id=job.native_id or "",
+            meta=meta,
+            events=(detail,),
+            attempt=True,
+            again=True,
+        )
 
-    def _finish_resubmit(
-        self, client: LeptonClient, job: JobRecord, body: dict[str, Any] | None = None
-    ) -> Observation:
-        """Create (or find, after a crash) the job a resubmission named, and record its id."""
+    def _finish_resubmit(self, client: LeptonClient, job: JobRecord) -> Observation:
+        """Create (or find, after a crash) the job a resubmission named; its id is recorded
+        in place of the `pending:` one."""
         name = (job.native_id or "").removeprefix(PENDING_PREFIX)
-        store = _store_of(job)
         created = client.find_job_by_name(name)
         if created is None:
-            if body is None:
-                record = store.get(job.id)
-                body = lepton_plan.for_attempt(
-                    record.plan["payload"], job.id, int(record.meta.get("attempt", 2))
-                )
+            if job.cancel_requested_at:
+                return Observation(State.CANCELLED, None, "cancelled before its resubmission")
+            body = lepton_plan.for_attempt(
+                job.plan["payload"], job.id, int(job.meta.get("attempt", 2))
+            )
             created = client.create_job(body)
         native = created.metadata.id or ""
         meta = dict(job.meta)
@@ -221,9 +226,9 @@ class LeptonBackend:
             {**a, "native_id": native} if a.get("name") == name else a
             for a in meta.get("attempts", [])
         ]
-        store.set_native(job.id, native, meta)
-        job.native_id, job.meta = native, meta
-        return Observation(State.UNKNOWN)
+        return Observation(
+            State.UNKNOWN, native_id=native, expected_native_id=job.native_id, meta=meta
+        )
 
     def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
         """Which of these jobs, recorded without a native id, the workspace has anyway:
@@ -395,11 +400,6 @@ def _failure_detail(events: list[wire.Event], code: int | None) -> str:
     )
     what = f"{warning.reason}: {warning.message}" if warning else "the job failed"
     return what if code is None or str(code) in what else f"{what} (exit code {code})"
-
-
-def _store_of(job: JobRecord) -> Store:
-    """The store this record came from (job_dir is <store>/jobs/<id>)."""
-    return Store(Path(job.job_dir).parent.parent)
 
 
 def _ngc_key(secrets: Mapping[str, str]) -> str | None:

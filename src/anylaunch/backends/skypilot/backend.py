@@ -3,7 +3,8 @@
 `plan` renders the task and has the real library validate it; `submit` starts a launch
 request on SkyPilot's API server and returns at once (provisioning takes minutes);
 `poll` turns finished launch requests into job ids and reads every tracked job with one
-request per kind (launch requests, cluster jobs, managed jobs). Native ids:
+request per kind (launch requests, cluster jobs, managed jobs); it reports, and
+`api.refresh` writes what it reports to the store. Native ids:
 `request/<id>` while provisioning, `<cluster>/<job id>`, `managed/<job id>`.
 """
 
@@ -13,8 +14,9 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
@@ -23,7 +25,9 @@ from anylaunch.errors import BackendError
 from anylaunch.plan import Plan, secret_values
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store
+
+if TYPE_CHECKING:
+    from anylaunch.store import JobRecord, Store
 
 REQUEST = "request/"
 CANCEL_WAIT_S = 300  # how long cancel waits for a launch request to submit its job
@@ -138,8 +142,12 @@ class SkyPilotBackend:
         out: dict[str, Observation] = {}
         live = [j for j in jobs if j.native_id]
         requests = [j for j in live if (j.native_id or "").startswith(REQUEST)]
+        found: dict[str, str] = {}  # job id -> the job a finished launch request started
         if requests:
-            out.update(self._resolve_requests(requests))
+            resolved, found = self._resolve_requests(requests)
+            out.update(resolved)
+        # A launch request that handed over its job: that job is polled now, as such.
+        live = [replace(j, native_id=found[j.id]) if j.id in found else j for j in live]
         managed = [j for j in live if (j.native_id or "").startswith(MANAGED)]
         clustered = [
             j for j in live if j.native_id and not j.native_id.startswith((REQUEST, MANAGED))
@@ -149,35 +157,34 @@ class SkyPilotBackend:
         if clustered:
             out.update(self._poll_clusters(clustered))
         for job in jobs:
-            out.setdefault(job.id, Observation(State.UNKNOWN))
+            seen = out.setdefault(job.id, Observation(State.UNKNOWN))
+            if job.id in found:
+                out[job.id] = replace(
+                    seen, native_id=found[job.id], expected_native_id=job.native_id
+                )
         return out
 
-    def _resolve_requests(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
-        """Launch requests that finished become job ids (the job is then polled below)."""
+    def _resolve_requests(
+        self, jobs: Sequence[JobRecord]
+    ) -> tuple[dict[str, Observation], dict[str, str]]:
+        """Launch requests that finished become job ids (the job is then polled below):
+        observations of the others, and job id -> native id of those that finished."""
         ids = {j.id: (j.native_id or "").removeprefix(REQUEST) for j in jobs}
         statuses = sdk.request_statuses(list(ids.values()))
         out: dict[str, Observation] = {}
+        found: dict[str, str] = {}
         for job in jobs:
             status = statuses.get(ids[job.id])
             if status is None:
                 out[job.id] = Observation(State.UNKNOWN, None, "launch request not found")
             elif status == "SUCCEEDED":
-                self._record_native(job, sdk.request_result(ids[job.id]))
+                found[job.id] = _native_of(job, sdk.request_result(ids[job.id]))
             elif status == "FAILED":
                 out[job.id] = _launch_failure(ids[job.id])
             else:
                 detail = "provisioning" if status == "RUNNING" else "waiting for the API server"
                 out[job.id] = Observation(states.REQUEST.get(status, State.UNKNOWN), None, detail)
-        return out
-
-    def _record_native(self, job: JobRecord, result: Any) -> None:
-        job_id, _handle = result
-        if job.meta.get("mode") == "managed":
-            native = f"{MANAGED}{(job_id or [None])[0]}"
-        else:
-            native = f"{job.meta['cluster_name']}/{job_id}"
-        _store_of(job).set_native(job.id, native, job.meta)
-        job.native_id = native
+        return out, found
 
     def _poll_managed(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         ids = {j.id: int((j.native_id or "").removeprefix(MANAGED)) for j in jobs}
@@ -190,12 +197,13 @@ class SkyPilotBackend:
                 continue
             native = record["status"]
             recoveries = int(record.get("recovery_count") or 0)
-            if recoveries > int(job.meta.get("recoveries", 0)):
-                _record_recovery(job, recoveries, native)
             state = states.MANAGED_JOB.get(native, State.UNKNOWN)
             code = 0 if state is State.SUCCEEDED else None
             reason = record.get("failure_reason") if state is State.FAILED else None
-            out[job.id] = Observation(state, code, states.detail(native, recoveries, reason))
+            seen = Observation(state, code, states.detail(native, recoveries, reason))
+            if recoveries > int(job.meta.get("recoveries", 0)):
+                seen = _with_recovery(seen, job, recoveries, native)
+            out[job.id] = seen
         return out
 
     def _poll_clusters(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
@@ -233,7 +241,7 @@ class SkyPilotBackend:
             if native.startswith(MANAGED):
                 sdk.cancel_managed(int(native.removeprefix(MANAGED)))
             elif native:
-                sdk.cancel_cluster_job(*_cluster_job(job))
+                sdk.cancel_cluster_job(*_cluster_job(replace(job, native_id=native)))
         finally:
             if cluster and job.meta.get("owns_cluster"):
                 _quietly(sdk.down, cluster)  # a cluster we named exists only for this job
@@ -250,8 +258,8 @@ class SkyPilotBackend:
         while True:
             status = sdk.request_statuses([request]).get(request)
             if status == "SUCCEEDED":
-                self._record_native(job, sdk.request_result(request))
-                return job.native_id or ""
+                # The job to cancel; the poll after the cancel records it as the job's.
+                return _native_of(job, sdk.request_result(request))
             if status in (None, "FAILED", "CANCELLED"):
                 return job.native_id or ""
             if time.monotonic() >= deadline:
@@ -334,18 +342,25 @@ def _launch_failure(request_id: str) -> Observation:
     return Observation(State.UNKNOWN)
 
 
-def _record_recovery(job: JobRecord, recoveries: int, native: str) -> None:
+def _native_of(job: JobRecord, result: Any) -> str:
+    """The native id of the job a finished launch request started."""
+    job_id, _handle = result
+    if job.meta.get("mode") == "managed":
+        return f"{MANAGED}{(job_id or [None])[0]}"
+    return f"{job.meta['cluster_name']}/{job_id}"
+
+
+def _with_recovery(seen: Observation, job: JobRecord, recoveries: int, native: str) -> Observation:
     """One event per recovery, so `status` shows how often a spot job came back."""
-    meta = {**job.meta, "recoveries": recoveries}
     detail = f"recovery {recoveries}: preempted or failed; SkyPilot relaunched it ({native})"
-    native_id = job.native_id or ""
-    if _store_of(job).record_attempt(job.id, native_id, native_id, meta, detail):
-        job.meta = meta
-
-
-def _store_of(job: JobRecord) -> Store:
-    """The store this record came from (job_dir is <store>/jobs/<id>)."""
-    return Store(Path(job.job_dir).parent.parent)
+    return replace(
+        seen,
+        native_id=job.native_id,
+        expected_native_id=job.native_id,
+        meta={**job.meta, "recoveries": recoveries},
+        events=(detail,),
+        attempt=True,
+    )
 
 
 def _quietly(func: Any, *args: Any) -> None:

@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
 from anylaunch.backends.slurm import commands, parse, preflight, states
@@ -22,7 +22,9 @@ from anylaunch.preflight import Check
 from anylaunch.reach import Unreachable
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store
+
+if TYPE_CHECKING:
+    from anylaunch.store import JobRecord, Store
 
 CANCEL_WAIT_S = 60.0
 # Inherited from an enclosing allocation, these would bend the new job (SLURM_JOB_ID,
