@@ -73,6 +73,8 @@ def test_cancel_stops_running_steps_and_starts_no_more(cli, write, tmp_path):
         "wf.yaml",
     )
     started = cli("run", str(path), "--detach", "--json", env=FAST).json()
+    again = cli("run", str(path), "--detach", "--json", env=FAST).json()
+    assert again["id"] == started["id"]  # the same unfinished workflow, not a second one
     from tests.helpers import wait_until
 
     wait_until(

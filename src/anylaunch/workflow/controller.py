@@ -55,6 +55,16 @@ def ensure(workflow_id: str, store: Store, state: str | None = None) -> int | No
             close_fds=True,
             env={**os.environ, "ANYLAUNCH_HOME": str(store.root)},
         )
+    # Held for the child from now on, so commands in the next moment (before the child
+    # has claimed it itself) see a live controller and start no other.
+    try:
+        import psutil
+
+        store.claim_controller(
+            record.id, {"pid": proc.pid, "started": psutil.Process(proc.pid).create_time()}
+        )
+    except psutil.NoSuchProcess:
+        pass  # it already ended: the next command looks again
     return proc.pid
 
 
