@@ -294,8 +294,8 @@ class WorkflowTables:
         with self._write() as db:
             if key is not None:
                 row = db.execute(
-                    "SELECT id FROM workflows WHERE key = ? AND state NOT IN"
-                    " ('SUCCEEDED', 'FAILED', 'CANCELLED') ORDER BY created_at DESC LIMIT 1",
+                    f"SELECT id FROM workflows WHERE key = ? AND state NOT IN {_TERMINAL_SQL}"
+                    " ORDER BY created_at DESC LIMIT 1",
                     (key,),
                 ).fetchone()
                 if row is not None:
