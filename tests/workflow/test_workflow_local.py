@@ -87,3 +87,17 @@ def test_cancel_stops_running_steps_and_starts_no_more(cli, write, tmp_path):
     assert body["state"] == "CANCELLED"
     assert [s["state"] for s in body["steps"]] == ["CANCELLED", "CANCELLED"]
     assert body["steps"][1]["splits"] == []  # never submitted
+
+
+def test_python_run_status_and_retry_failed_drive_the_same_workflow(graph, home, monkeypatch):
+    from anylaunch import workflow
+
+    monkeypatch.setenv("ANYLAUNCH_WORKFLOW_POLL_S", "0.3")
+    path, log = graph
+    wf = workflow.load(str(path))
+    run = wf.run()  # returns at once: a detached controller has it
+    assert run.wait(timeout=120, poll_interval=0.3) == "FAILED"
+    assert [s["state"] for s in wf.status()["steps"]] == ["SUCCEEDED", "FAILED", "BLOCKED"]
+    assert wf.retry_failed() == {"b": [1]}
+    assert run.wait(timeout=120, poll_interval=0.3) == "SUCCEEDED"
+    assert log.read_text().split()[4:] == ["b1", "c"]
