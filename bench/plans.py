@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from anylaunch import api, config, splits
-from anylaunch.backends.base import get_backend
+from anylaunch.backends.base import ArraySubmission, get_backend
 from anylaunch.spec import JobSpec
 from anylaunch.store import Store, new_id
 from bench.common import Row, failed, interleaved, median_ms, ms, skipped
@@ -55,7 +55,7 @@ def run(rounds: int = 20) -> list[Row]:
             a, b = median_ms(one["one"]), median_ms(whole["run"])
             note = (
                 "one array script"
-                if get_backend(backend).capabilities.supports_arrays
+                if isinstance(get_backend(backend), ArraySubmission)
                 else "a plan per split"
             )
             rows.append(
@@ -79,12 +79,12 @@ def _run(spec: JobSpec, backend: str, store: Store) -> None:
     """What `splits.launch` renders for a run, without submitting it."""
     impl = get_backend(backend)
     ids = [new_id() for _ in range(SPLITS)]
-    if impl.capabilities.supports_arrays:
+    if isinstance(impl, ArraySubmission):
         contexts = [
             (i, impl.prepare(spec, job_id, str(store.jobs_dir(job_id)), store, reserve=False))
             for i, job_id in enumerate(ids)
         ]
-        impl.plan_array(spec, contexts)  # type: ignore[attr-defined]
+        impl.plan_array(spec, contexts)
         return
     for i, job_id in enumerate(ids):
         split = splits.with_split(spec, i)

@@ -220,3 +220,15 @@ def test_logs_follow_prints_until_the_job_ends(cli, write):
     result = cli("logs", job["id"], "-f", timeout=30)
     assert result.rc == 0 and result.out == "line 1\nline 2\nline 3\n"
     assert cli("status", job["id"], "--json").json()["state"] == "SUCCEEDED"
+
+
+def test_logs_of_a_node_the_job_does_not_have_is_a_usage_error(cli, write):
+    path = write("command: [python, -c, \"print('hello')\"]\nnodes: 2\ngpus_per_node: 1\n")
+    job = cli("run", str(path), "--json").json()
+    for extra in ([], ["--follow"]):
+        result = cli("logs", job["id"], "--node", "2", *extra)
+        assert result.rc == 2, result.out + result.err
+        assert "has nodes 0..1, not 2 — use --node 0..1" in result.err
+    result = cli("logs", job["id"], "--node", "-1", "--json")
+    assert result.rc == 2 and result.json()["error"]["code"] == "USAGE"
+    assert "[node 1] hello" in cli("logs", job["id"]).out

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from anylaunch import pending, reach
-from anylaunch.backends.base import Backend, Observation, get_backend
-from anylaunch.errors import AnylaunchError, BackendError, SubmitOutcomeUnknown
+from anylaunch.backends.base import Backend, LogSource, Observation, get_backend
+from anylaunch.errors import AnylaunchError, BackendError, SubmitOutcomeUnknown, UsageError
 from anylaunch.reach import Unreachable
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, Update, busy_elsewhere, new_id
@@ -154,13 +154,14 @@ def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list
         if r.native_id is None and (not r.state.terminal or "submitter" in r.meta)
     ]
     orphans = [store.get(r.id) for r in orphans if store.claim(r.id)]
-    find = getattr(impl, "reconcile", None)
-    if not orphans or find is None:
+    if not orphans:
         return []
     try:
-        found = find(orphans)
+        found = impl.reconcile(orphans)
     except AnylaunchError:
         return []  # the backend did not answer: ask again at the next poll, guess nothing
+    if found is None:  # the backend cannot tell: neither adopted nor sent again
+        return []
     unsent = []
     for record in orphans:
         if record.id in found:
@@ -349,21 +350,26 @@ class Job:
 
     def logs(self, node: int | None = None, tail: int | None = None) -> str:
         """The job's output so far, secrets masked; several nodes are prefixed `[node N]`."""
+        read = self._read_logs(self._reload(), node, tail)
+        chunks = []
+        for source_node, lines in read:
+            chunks += [f"[node {source_node}] {line}" for line in lines] if len(read) > 1 else lines
+        return "\n".join(chunks) + ("\n" if chunks else "")
+
+    def _read_logs(
+        self, record: JobRecord, node: int | None, tail: int | None
+    ) -> list[tuple[int, list[str]]]:
+        """(node, masked lines) of each node's whole log, or of the one `node`."""
         from anylaunch import logread
 
-        record = self._reload()
-        sources = list(get_backend(self.backend).logs(record, node))
         secrets = self.secrets()
-        chunks = []
-        for source in sources:
+        out = []
+        for source in log_sources(record, node):
             lines = logread.read(source, record.job_dir).lines
             if tail is not None:
                 lines = lines[-tail:] if tail > 0 else []
-            lines = logread.masked(lines, secrets)
-            if len(sources) > 1:
-                lines = [f"[node {source.node}] {line}" for line in lines]
-            chunks.extend(lines)
-        return "\n".join(chunks) + ("\n" if chunks else "")
+            out.append((source.node, logread.masked(lines, secrets)))
+        return out
 
     def secrets(self) -> set[str]:
         """Values to mask in what this job printed: the secrets its plan names and every
@@ -393,20 +399,15 @@ class Job:
     def diagnose(self) -> Diagnosis:
         """Why the job failed (or is failing): from its state, exit code, backend events
         and the logs of every node."""
-        from anylaunch import logread
         from anylaunch.diagnose import diagnose_lines
         from anylaunch.diagnose.lines import parse
 
         record = self._reload()
-        backend = get_backend(self.backend)
         lines = []
-        secrets = self.secrets()
-        for source in backend.logs(record, None):
-            text = "\n".join(logread.masked(logread.read(source, record.job_dir).lines, secrets))
-            lines += parse(text, node=source.node)
-        native = getattr(backend, "native_signals", None)  # optional: events, reasons
+        for node, node_lines in self._read_logs(record, None, None):
+            lines += parse("\n".join(node_lines), node=node)
         events = [record.detail] if record.detail else []  # the backend's word for the end
-        events += native(record) if native else []
+        events += get_backend(self.backend).native_signals(record)
         return diagnose_lines(
             lines,
             state=record.state.value,
@@ -414,6 +415,32 @@ class Job:
             cancel_requested=record.cancel_requested_at is not None,
             events=events,
         )
+
+
+def log_sources(record: JobRecord, node: int | None = None) -> list[LogSource]:
+    """Where each node's log is (or `node`'s alone): every reader of logs asks here.
+
+    A node outside the job is a usage error, found from the plan before the backend is
+    asked for anything. Plans recorded before they carried their node count are
+    checked against the logs the backend lists instead.
+    """
+    nodes = record.plan.get("nodes")
+    if node is not None and isinstance(nodes, int) and not 0 <= node < nodes:
+        raise _no_such_node(record, node, nodes)
+    sources = list(get_backend(record.backend).logs(record))
+    if node is None:
+        return sources
+    picked = [s for s in sources if s.node == node]
+    if not picked:
+        raise _no_such_node(record, node, len(sources))
+    return picked
+
+
+def _no_such_node(record: JobRecord, node: int, nodes: int) -> UsageError:
+    if nodes <= 1:
+        return UsageError(f"job {record.id} has one node (0), not {node} — use --node 0")
+    last = nodes - 1
+    return UsageError(f"job {record.id} has nodes 0..{last}, not {node} — use --node 0..{last}")
 
 
 def jobs(

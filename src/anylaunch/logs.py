@@ -10,8 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from anylaunch import logread
-from anylaunch.backends.base import get_backend
+from anylaunch import api, logread
 
 if TYPE_CHECKING:
     from anylaunch.api import Job
@@ -28,7 +27,6 @@ def follow(
     on average to `run`, and backing off from the start still added up to ~200 ms when
     the program took half a second to start.
     """
-    backend = get_backend(job.backend)
     secrets = job.secrets()
     wait = min(0.02, interval)
     quick_until = time.monotonic() + 5.0
@@ -38,7 +36,7 @@ def follow(
         # State first: lines written before it are read below. A job UNKNOWN for good
         # (its local supervisor died) writes no more lines either.
         terminal = job.status().terminal or job.settled_unknown()
-        sources = list(backend.logs(job.record, node))
+        sources = api.log_sources(job.record, node)
         prefix = len(sources) > 1
         for source in sources:
             lines = seen.read(source, job.record.job_dir, final=terminal)

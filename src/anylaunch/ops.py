@@ -174,12 +174,10 @@ def logs(args: inputs.LogsArgs) -> dict[str, Any]:
     node, an offset into the joined text would skip lines written later by an earlier
     node, so following a multi-node job from an offset needs `node`.
     """
-    from anylaunch.backends.base import get_backend
-
     job = api.get(args.job_id)
     whole = job.logs(node=args.node)
     if args.since and args.node is None:
-        sources = list(get_backend(job.backend).logs(job.record, None))
+        sources = api.log_sources(job.record)
         if len(sources) > 1:
             raise UsageError(
                 f"since: job {job.id} has {len(sources)} node logs — pass node as well"

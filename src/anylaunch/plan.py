@@ -23,6 +23,8 @@ class Plan(BaseModel):
     job_id: str
     name: str
     job_dir: str
+    # Nodes the job runs on: node logs are numbered 0..nodes-1 (`logs --node`).
+    nodes: int = Field(ge=1)
     # What the backend submits, in its own shape: node processes, sbatch text, API JSON.
     payload: dict[str, Any]
     # Files written into the job directory before submission (relative path -> text).

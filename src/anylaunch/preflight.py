@@ -94,10 +94,7 @@ def run(
         checks += step(spec, backend, env)
     if backend == "local":
         checks += _local(spec)
-    own = getattr(get_backend(backend), "preflight", None)  # optional in the protocol
-    if own is not None:
-        checks += own(spec, deep=deep)
-    return checks
+    return checks + get_backend(backend).preflight(spec, deep=deep)
 
 
 def failed(checks: list[Check]) -> list[Check]:

@@ -1,8 +1,8 @@
 """Parallel splits: a run of N jobs from one spec, each told its SPLIT_ID.
 
 Every split is an ordinary job in the store (with `run_id` and `split_id`), so `ps`,
-`status`, `logs` and `cancel` work on a split as on any job. Backends that declare
-`supports_arrays` (Slurm) get all splits as ONE native array submission — one sbatch for
+`status`, `logs` and `cancel` work on a split as on any job. Backends that implement
+`ArraySubmission` (Slurm) get all splits as ONE native array submission — one sbatch for
 a thousand splits — and report each split's native id; the others get one submit per
 split. Watching a run and retrying its failed splits build on `launch(..., run_id=,
 splits=[failed ids])`.
@@ -14,13 +14,13 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from anylaunch import api, config
-from anylaunch.backends.base import Backend, PlanContext, get_backend
+from anylaunch.backends.base import ArraySubmission, Backend, PlanContext, get_backend
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown, UsageError
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
@@ -31,18 +31,6 @@ if TYPE_CHECKING:
 
 SPLIT_ENV = "SPLIT_ID"
 VALUE_ENV = "SPLIT_VALUE"
-
-
-class ArrayBackend(Protocol):
-    """What a backend with `capabilities.supports_arrays` adds to the Backend protocol."""
-
-    def plan_array(self, spec: JobSpec, splits: Sequence[tuple[int, PlanContext]]) -> Plan: ...
-
-    def submit_array(
-        self, plan: Plan, secrets: Mapping[str, str]
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """Submit once; one (native id, meta) per split, in the plan's split order."""
-        ...
 
 
 @dataclass
@@ -190,8 +178,8 @@ def _plan(
         attempt = int(one.env.get("ANYLAUNCH_ATTEMPT", "1"))
         ctx = PlanContext(ctx.job_id, ctx.job_dir, {**ctx.values, "attempt": attempt})
         contexts.append((split_id, ctx, one))
-    if impl.capabilities.supports_arrays:
-        array = impl.plan_array(spec, [(i, ctx) for i, ctx, _ in contexts])  # type: ignore[attr-defined]
+    if isinstance(impl, ArraySubmission):
+        array = impl.plan_array(spec, [(i, ctx) for i, ctx, _ in contexts])
         plans = [array] * len(contexts)
     else:
         plans = [impl.plan(one, ctx) for _, ctx, one in contexts]
@@ -222,9 +210,9 @@ def _submit(
     max_parallel: int,
 ) -> None:
     """Submit recorded splits: one array submission, or bounded-concurrency submits."""
-    if impl.capabilities.supports_arrays:
+    if isinstance(impl, ArraySubmission):
         plan = planned[0][1]
-        _as_array(impl, plan, [r for r, _ in planned], spec, store)  # type: ignore[arg-type]
+        _as_array(impl, plan, [r for r, _ in planned], spec, store)
         return
     root = store.root
 
@@ -251,7 +239,7 @@ def with_split(spec: JobSpec, split_id: int) -> JobSpec:
 
 
 def _as_array(
-    impl: ArrayBackend, plan: Plan, records: list[JobRecord], spec: JobSpec, store: Store
+    impl: ArraySubmission, plan: Plan, records: list[JobRecord], spec: JobSpec, store: Store
 ) -> None:
     secrets = {k: spec.env[k] for k in plan.secret_env}
     try:
@@ -270,4 +258,4 @@ def _as_array(
     for record, (native_id, meta) in zip(records, natives, strict=True):
         store.set_native(record.id, native_id, meta)
         record.native_id, record.meta = native_id, meta
-        api.honour_cancel(impl, record.id, store)  # type: ignore[arg-type]
+        api.honour_cancel(impl, record.id, store)

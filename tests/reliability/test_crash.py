@@ -187,13 +187,13 @@ def _recorded_and_sent_but_not_noted(spec: JobSpec, backend: str, store: Store, 
     """The state a crash right after the submit call leaves: every split recorded, the
     backend holding the job(s), no native id written."""
     from anylaunch import splits
-    from anylaunch.backends.base import get_backend
+    from anylaunch.backends.base import ArraySubmission, get_backend
 
     impl = get_backend(backend)
     run_id = new_id()
     planned = splits._plan(spec, impl, backend, store, run_id, [(i, new_id()) for i in range(n)])
     store.add_run(run_id, None, [r for r, _ in planned])
-    if impl.capabilities.supports_arrays:
+    if isinstance(impl, ArraySubmission):
         impl.submit_array(planned[0][1], {})
     else:
         for _, plan in planned:

@@ -1,20 +1,29 @@
-"""The Backend protocol: what every backend folder implements, and how it is found.
+"""The backend contract: what every backend folder implements, and how it is found.
 
-Rendering (`plan`) is pure; `prepare` is the one place allowed to look at the world
-(free ports, GPU count) before rendering; `submit`, `poll`, `cancel` and `logs` are the
-side effects. Differences between backends are declared in `Capabilities`, so callers
-never branch on the backend's type.
+A backend subclasses `Backend`. Rendering (`plan`) is pure; `prepare` is the one place
+allowed to look at the world (free ports, GPU count) before rendering; `submit`, `poll`,
+`cancel` and `logs` are the side effects. `reconcile`, `native_signals` and `preflight`
+are optional: the defaults below say what the API does for a backend that leaves them
+out. A backend that submits many splits as one native job also implements
+`ArraySubmission`; callers test for it with `isinstance`, never by the backend's type.
+
+What is common to every backend is done once by the API, not by each backend: the
+submission pipeline (`anylaunch.submission`), the check of `logs --node` against the
+plan's node count and the reading and masking of logs, and the secret values handed to
+`submit` (the names come from `Plan.secret_env`, the values from `secret_values`).
 """
 
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from anylaunch.plan import Plan
+    from anylaunch.preflight import Check
     from anylaunch.spec import JobSpec
     from anylaunch.state import State
     from anylaunch.store import JobRecord, Store
@@ -22,9 +31,6 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Capabilities:
-    supports_arrays: bool = False  # splits go out as one native array job
-    native_retries: bool = False  # the platform restarts failed jobs itself
-    log_follow: bool = True  # logs can be followed while the job runs
     cancel_on_interrupt: bool = False  # Ctrl-C of an attached `run` cancels the job
 
 
@@ -72,33 +78,98 @@ class LogSource:
     text: str | None = None
 
 
-class Backend(Protocol):
-    name: ClassVar[str]
-    capabilities: ClassVar[Capabilities]
+# What `reconcile` answers: job id -> (native id, metadata for the store).
+Found = dict[str, tuple[str | None, dict[str, Any]]]
 
+
+class Backend(ABC):
+    """One platform jobs run on. Subclass it in the backend's own folder and add one
+    line to the registry (`register`)."""
+
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    # -- rendering: no side effect on the platform ----------------------------------------
+
+    @abstractmethod
     def prepare(
         self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
     ) -> PlanContext:
         """Learn what rendering needs from the world; `reserve=False` for dry runs."""
-        ...
 
-    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan: ...
+    @abstractmethod
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+        """The exact thing `submit` sends, with the node count and the secret names."""
 
+    @abstractmethod
     def describe(self, plan: Plan) -> str:
         """The plan as a person reads it (`run --dry-run` without --json)."""
-        ...
 
+    def secret_values(self, spec: JobSpec) -> dict[str, str]:
+        """Every secret value this backend's plans may name (`Plan.secret_env`), by name.
+
+        Default: the job's secret `env` entries. A backend whose own section holds
+        secrets too (`slurm.env_vars`) adds them here: the pipeline hands `submit`
+        exactly the values its plan names, and nothing else carries them.
+        """
+        return spec.secret_env()
+
+    def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
+        """This backend's own checks, after the common ones. Default: none."""
+        return []
+
+    # -- side effects ---------------------------------------------------------------------
+
+    @abstractmethod
     def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-        """Send the plan; return the native id and backend metadata for the store."""
-        ...
+        """Send the plan; return the native id and backend metadata for the store.
 
+        `secrets` holds the value of every name in `plan.secret_env`, and only those.
+        Raise `SubmitOutcomeUnknown` when the platform may have taken the job but its
+        answer was lost: the job stays UNKNOWN and `reconcile` looks for it later.
+        """
+
+    @abstractmethod
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         """Observe many jobs with as few backend calls as possible (one, ideally)."""
-        ...
 
+    @abstractmethod
     def cancel(self, job: JobRecord) -> None: ...
 
-    def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]: ...
+    @abstractmethod
+    def logs(self, job: JobRecord) -> Iterator[LogSource]:
+        """Every node's log, node 0 first. The API picks one node (`--node`), checks it
+        against the plan's node count, reads and masks: a backend only says where."""
+
+    def reconcile(self, jobs: Sequence[JobRecord]) -> Found | None:
+        """Which of these jobs, recorded but without a native id (their submitter died),
+        the platform has: found jobs map to their native id and metadata; jobs left out
+        were never submitted and may be submitted again.
+
+        Default: None, "this backend cannot tell": such jobs are neither adopted nor
+        resubmitted (a second copy of a job is worse than a job left to the user).
+        """
+        return None
+
+    def native_signals(self, job: JobRecord) -> list[str]:
+        """The platform's own words about how the job went (events, reasons), for
+        `diagnose`. Default: none beyond the job's detail."""
+        return []
+
+
+@runtime_checkable
+class ArraySubmission(Protocol):
+    """What a backend adds to submit all splits of a run as one native array job."""
+
+    def plan_array(self, spec: JobSpec, splits: Sequence[tuple[int, PlanContext]]) -> Plan:
+        """One plan for every (split id, context), in that order."""
+        ...
+
+    def submit_array(
+        self, plan: Plan, secrets: Mapping[str, str]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Submit once; one (native id, meta) per split, in the plan's split order."""
+        ...
 
 
 _REGISTRY = {
@@ -107,6 +178,13 @@ _REGISTRY = {
     "slurm": "anylaunch.backends.slurm.backend:SlurmBackend",
     "skypilot": "anylaunch.backends.skypilot.backend:SkyPilotBackend",
 }
+
+
+def register(name: str, target: str) -> None:
+    """Make a backend available as `name`: `target` is "module:Class", imported only
+    when the backend is first used. The four built-in backends are the lines above; a
+    backend shipped elsewhere (a plugin, a test) adds itself with one call."""
+    _REGISTRY[name] = target
 
 
 def get_backend(name: str) -> Backend:
@@ -120,4 +198,7 @@ def get_backend(name: str) -> Backend:
             code="BACKEND_UNAVAILABLE",
         )
     module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    impl = vars(importlib.import_module(module))[cls]()
+    if not isinstance(impl, Backend):
+        raise TypeError(f"{target} is not an anylaunch Backend")
+    return impl

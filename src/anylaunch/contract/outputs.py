@@ -75,6 +75,7 @@ class PlanOut(_Out):
     job_id: str
     name: str
     job_dir: str
+    nodes: int = Field(description="nodes the job runs on; their logs are nodes 0..nodes-1")
     payload: dict[str, Any] = Field(description="what the backend submits, in its own shape")
     files: dict[str, str] = Field(description="files written before submission: path -> text")
     secret_env: list[str] = Field(description="names of the secret environment variables")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anylaunch import api, logread, runs
-from anylaunch.backends.base import LogSource, get_backend
+from anylaunch.backends.base import LogSource
 from anylaunch.reports import profile_reports
 from anylaunch.runs import RunView
 from anylaunch.state import State
@@ -93,7 +93,7 @@ def curve(store: Store, job_id: str) -> str:
 
 def _sources(record: JobRecord) -> list[LogSource]:
     try:
-        return list(get_backend(record.backend).logs(record, None))
+        return api.log_sources(record)
     except Exception:  # a backend that cannot be reached still leaves the rest of the page
         return []
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from starlette.concurrency import run_in_threadpool
 
 from anylaunch import api
-from anylaunch.backends.base import get_backend
 from anylaunch.logread import Offsets
 from anylaunch.state import State
 from anylaunch.store import Store
@@ -42,7 +41,7 @@ def _tick(
             state = job.record.state
         record = job.record
         lines = []
-        for source in get_backend(record.backend).logs(record, None):
+        for source in api.log_sources(record):
             lines += [
                 (source.node, line)
                 for line in offsets.read(

@@ -14,7 +14,13 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
+from anylaunch.backends.base import (
+    Backend,
+    Found,
+    LogSource,
+    Observation,
+    PlanContext,
+)
 from anylaunch.backends.lepton import plan as lepton_plan
 from anylaunch.backends.lepton import resolve, states
 from anylaunch.backends.lepton.config import LeptonSection
@@ -34,9 +40,8 @@ PENDING_PREFIX = "pending:"  # native id while a resubmission is being created
 NGC_REGISTRY = "nvcr.io"
 
 
-class LeptonBackend:
+class LeptonBackend(Backend):
     name: ClassVar[str] = "lepton"
-    capabilities: ClassVar[Capabilities] = Capabilities(log_follow=True)
 
     def __init__(self, client_factory: Any = None) -> None:
         self._client_factory = client_factory
@@ -230,7 +235,7 @@ class LeptonBackend:
             State.UNKNOWN, native_id=native, expected_native_id=job.native_id, meta=meta
         )
 
-    def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+    def reconcile(self, jobs: Sequence[JobRecord]) -> Found:
         """Which of these jobs, recorded without a native id, the workspace has anyway:
         found by the name we sent, among the jobs labelled with their ids. Absent: never created."""
         wanted = {str(j.plan.get("payload", {}).get("metadata", {}).get("id")): j for j in jobs}
@@ -310,13 +315,8 @@ class LeptonBackend:
                     client.stop_job(native)
             _drop_job_secrets(client, job)
 
-    def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
+    def logs(self, job: JobRecord) -> Iterator[LogSource]:
         nodes = int((job.plan.get("payload", {}).get("spec") or {}).get("completions") or 1)
-        if node is not None and not 0 <= node < nodes:
-            raise BackendError(
-                f"job {job.id} has nodes 0..{nodes - 1}, not {node} — use --node 0..{nodes - 1}",
-                code="USAGE",
-            )
         texts: dict[int, list[str]] = {i: [] for i in range(nodes)}
         attempts = [a for a in job.meta.get("attempts", []) if a.get("native_id")]
         if not attempts and job.native_id and not job.native_id.startswith(PENDING_PREFIX):
@@ -335,8 +335,7 @@ class LeptonBackend:
                         if index in texts:
                             texts[index].append(line)
         for index in range(nodes):
-            if node is None or index == node:
-                yield LogSource(node=index, text="".join(f"{line}\n" for line in texts[index]))
+            yield LogSource(node=index, text="".join(f"{line}\n" for line in texts[index]))
 
 
 def _mount_checks(

@@ -132,6 +132,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         job_id=ctx.job_id,
         name=payload["metadata"]["id"],
         job_dir=ctx.job_dir,
+        nodes=nodes,
         payload=payload,
         files={},
         secret_env=secret_env,

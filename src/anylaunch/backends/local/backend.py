@@ -21,7 +21,14 @@ from typing import Any, ClassVar
 
 import psutil
 
-from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
+from anylaunch.backends.base import (
+    Backend,
+    Capabilities,
+    Found,
+    LogSource,
+    Observation,
+    PlanContext,
+)
 from anylaunch.backends.local import plan as local_plan
 from anylaunch.backends.local.proctree import job_processes, kill
 from anylaunch.errors import BackendError
@@ -39,7 +46,7 @@ _PORT_RANGE = (20000, 32000)
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     name: ClassVar[str] = "local"
     capabilities: ClassVar[Capabilities] = Capabilities(cancel_on_interrupt=True)
 
@@ -131,7 +138,7 @@ class LocalBackend:
             )
         return _orphaned(job)
 
-    def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+    def reconcile(self, jobs: Sequence[JobRecord]) -> Found:
         """Which of these jobs, recorded without a native id, were started anyway.
 
         A supervisor runs with its job directory as argument, so one scan of the process
@@ -175,16 +182,9 @@ class LocalBackend:
             kill([proc])
         kill(tree)  # no-op for processes that already ended
 
-    def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
-        nodes = job.plan.get("payload", {}).get("nodes", [])
-        for entry in nodes:
-            if node is None or entry["node_rank"] == node:
-                yield LogSource(node=entry["node_rank"], path=entry["log"])
-        if node is not None and node >= len(nodes):
-            raise BackendError(
-                f"job {job.id} has nodes 0..{len(nodes) - 1}, not {node} — use --node 0..{len(nodes) - 1}",
-                code="USAGE",
-            )
+    def logs(self, job: JobRecord) -> Iterator[LogSource]:
+        for entry in job.plan.get("payload", {}).get("nodes", []):
+            yield LogSource(node=entry["node_rank"], path=entry["log"])
 
 
 def _visible_gpus() -> int:

@@ -140,6 +140,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         job_id=ctx.job_id,
         name=spec.name or ctx.job_id,
         job_dir=str(job_dir),
+        nodes=len(payload["nodes"]),
         payload=payload,
         files=files,
         secret_env=sorted(spec.secret_env()),

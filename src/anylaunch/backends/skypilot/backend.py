@@ -18,10 +18,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
+from anylaunch.backends.base import (
+    Backend,
+    Found,
+    LogSource,
+    Observation,
+    PlanContext,
+)
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
 from anylaunch.backends.skypilot import task as sky_task
-from anylaunch.errors import BackendError
 from anylaunch.plan import Plan, secret_values
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
@@ -46,11 +51,10 @@ _PRECHECK = ("NotSupportedError", "ResourcesMismatchError", "InvalidClusterNameE
              "CloudUserIdentityError", "NoCloudAccessError", "InvalidSkyPilotConfigError")  # fmt: skip
 
 
-class SkyPilotBackend:
+class SkyPilotBackend(Backend):
     name: ClassVar[str] = "skypilot"
     # Managed jobs relaunch themselves after preemption; Ctrl-C only detaches (clouds cost
     # minutes to provision, a stray keypress must not throw that away).
-    capabilities: ClassVar[Capabilities] = Capabilities(native_retries=True, log_follow=True)
 
     def __init__(self) -> None:
         # skypilot.env_vars secrets, from prepare() to submit() of the same job: the plan
@@ -113,7 +117,7 @@ class SkyPilotBackend:
             request = sdk.launch(task_obj, payload["cluster_name"])
         return REQUEST + request, _launched(payload, request)
 
-    def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+    def reconcile(self, jobs: Sequence[JobRecord]) -> Found:
         """Which of these jobs, recorded without a request id, the API server queued anyway:
         found by the job id its task carries (ANYLAUNCH_JOB_ID in `run`). One call."""
         found: dict[str, tuple[str | None, dict[str, Any]]] = {}
@@ -267,17 +271,10 @@ class SkyPilotBackend:
                 return job.native_id or ""
             time.sleep(1)
 
-    def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
+    def logs(self, job: JobRecord) -> Iterator[LogSource]:
         nodes = int(job.plan.get("payload", {}).get("task", {}).get("num_nodes") or 1)
-        if node is not None and not 0 <= node < nodes:
-            raise BackendError(
-                f"job {job.id} has nodes 0..{nodes - 1}, not {node} — use --node 0..{nodes - 1}",
-                code="USAGE",
-            )
-        per_node = split_by_node(self._text(job), nodes)
-        for index in range(nodes):
-            if node is None or index == node:
-                yield LogSource(node=index, text=per_node[index])
+        for index, text in enumerate(split_by_node(self._text(job), nodes)):
+            yield LogSource(node=index, text=text)
 
     def _text(self, job: JobRecord) -> str:
         now = time.monotonic()

@@ -86,6 +86,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         job_id=ctx.job_id,
         name=name,
         job_dir=ctx.job_dir,
+        nodes=nodes,
         payload=payload,
         files={TASK_FILE: task_yaml(task)},
         secret_env=secret_env,

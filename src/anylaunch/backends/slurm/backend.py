@@ -13,7 +13,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from anylaunch.backends.base import Capabilities, LogSource, Observation, PlanContext
+from anylaunch.backends.base import (
+    Backend,
+    Capabilities,
+    Found,
+    LogSource,
+    Observation,
+    PlanContext,
+)
 from anylaunch.backends.slurm import commands, parse, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
@@ -34,11 +41,9 @@ _KEEP = frozenset({"SLURM_CONF"})
 _MAYBE_SUBMITTED = "Socket timed out on send/recv operation"
 
 
-class SlurmBackend:
+class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        supports_arrays=True, native_retries=True, log_follow=True, cancel_on_interrupt=False
-    )
+    capabilities: ClassVar[Capabilities] = Capabilities(cancel_on_interrupt=False)
 
     def __init__(self) -> None:
         # slurm.env_vars secrets, from prepare() to submit() of the same job: the plan
@@ -180,7 +185,7 @@ class SlurmBackend:
             raise Unreachable(silent, observed=seen)
         return seen
 
-    def reconcile(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+    def reconcile(self, jobs: Sequence[JobRecord]) -> Found:
         """Which of these jobs, recorded without a native id, Slurm has anyway.
 
         Every script carries `--comment=anylaunch:<plan's job id>` (an array's plan is
@@ -221,18 +226,9 @@ class SlurmBackend:
             code="SLURM",
         )
 
-    def logs(self, job: JobRecord, node: int | None = None) -> Iterator[LogSource]:
-        nodes = int(job.plan.get("payload", {}).get("nodes", 1))
-        if node is not None and not 0 <= node < nodes:
-            raise BackendError(
-                f"job {job.id} has nodes 0..{nodes - 1}, not {node} — use --node 0..{nodes - 1}",
-                code="USAGE",
-            )
-        for rank in range(nodes):
-            if node is None or rank == node:
-                yield LogSource(
-                    node=rank, path=str(Path(job.job_dir) / "logs" / f"node-{rank}.log")
-                )
+    def logs(self, job: JobRecord) -> Iterator[LogSource]:
+        for rank in range(int(job.plan.get("payload", {}).get("nodes", 1))):
+            yield LogSource(node=rank, path=str(Path(job.job_dir) / "logs" / f"node-{rank}.log"))
 
 
 def observe(

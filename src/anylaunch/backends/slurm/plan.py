@@ -74,6 +74,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         job_id=ctx.job_id,
         name=job.name,
         job_dir=ctx.job_dir,
+        nodes=job.nodes,
         payload={
             "script": text,
             "script_path": str(Path(ctx.job_dir) / SCRIPT_FILE),
