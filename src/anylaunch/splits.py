@@ -239,9 +239,11 @@ def with_split(spec: JobSpec, split_id: int) -> JobSpec:
 
 
 def _as_array(
-    impl: ArraySubmission, plan: Plan, records: list[JobRecord], spec: JobSpec, store: Store
+    impl: Backend, plan: Plan, records: list[JobRecord], spec: JobSpec, store: Store
 ) -> None:
     secrets = {k: spec.env[k] for k in plan.secret_env}
+    if not isinstance(impl, ArraySubmission):
+        raise TypeError(f"the {impl.name} backend does not submit arrays")
     try:
         natives = impl.submit_array(plan, secrets)
     except SubmitOutcomeUnknown as exc:
