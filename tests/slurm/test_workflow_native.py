@@ -89,6 +89,7 @@ def test_slurm_chain_is_one_submission_and_completes_after_run_is_killed(
     assert all(len(store.list(run_id=f"{workflow_id}.{s}")) == 1 for s in "abc")
 
 
+@pytest.mark.slow  # the same, faster, at the chain's level: test_workflow_chain.py
 def test_retry_failed_on_slurm_reruns_one_array_task_and_the_step_after_it(cli, write, tmp_path):
     log = tmp_path / "order.log"
     path = write(
@@ -183,6 +184,7 @@ main()
 """
 
 
+@pytest.mark.slow  # the same, faster, at the chain's level: test_workflow_chain.py
 def test_status_finishes_a_submission_killed_midway_with_no_step_sent_twice(
     cli, write, tmp_path, home
 ):
