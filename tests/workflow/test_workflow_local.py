@@ -3,6 +3,8 @@ dependency order, retry of only what failed, and cancel."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 FAST = {"ANYLAUNCH_WORKFLOW_POLL_S": "0.3"}
@@ -101,3 +103,32 @@ def test_python_run_status_and_retry_failed_drive_the_same_workflow(graph, home,
     assert wf.retry_failed() == {"b": [1]}
     assert run.wait(timeout=120, poll_interval=0.3) == "SUCCEEDED"
     assert log.read_text().split()[4:] == ["b1", "c"]
+
+
+def test_a_secret_reaches_each_step_and_never_the_store_status_or_controller_log(
+    cli, write, home, tmp_path
+):
+    planted = "hf_planted-wf-5c2e9a"
+    seen = tmp_path / "seen"
+    path = write(
+        f"""
+        launcher: none
+        env: {{HF_TOKEN: "${{HF_TOKEN}}"}}
+        steps:
+          one:
+            command: [bash, -c, 'printf %s "$HF_TOKEN" | sha256sum >> {seen}']
+          two:
+            needs: [one]
+            command: [bash, -c, 'printf %s "$HF_TOKEN" | sha256sum >> {seen}']
+        """,
+        "wf.yaml",
+    )
+    done = cli("run", str(path), "--json", env={**FAST, "HF_TOKEN": planted})
+    assert done.rc == 0, done.err
+    digest = hashlib.sha256(planted.encode()).hexdigest()
+    assert seen.read_text().split()[::2] == [digest, digest]  # the controller passed it on
+    assert planted not in done.out + done.err
+    assert planted not in cli("status", done.json()["id"], "--json").out
+    for file in home.rglob("*"):  # the store, its WAL, the controller's log, job files
+        if file.is_file():
+            assert planted.encode() not in file.read_bytes(), file
