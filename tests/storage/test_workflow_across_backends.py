@@ -160,3 +160,28 @@ def test_steps_on_one_cluster_hand_off_through_the_shared_cache_without_a_downlo
     log = cli("logs", user, env=env).out
     assert "read AAAAA" in log
     assert "in: objects=1, fetched=0, bytes_fetched=0," in log  # read in place
+
+
+def test_a_step_whose_input_an_earlier_step_never_wrote_fails_with_the_reason(
+    cli, write, tmp_path, bucket, cli_env
+):
+    path = write(
+        f"""
+        launcher: none
+        steps:
+          make:
+            command: [bash, -c, "echo forgot to write out/"]
+            outputs: {{out: s3://{bucket}/never/}}
+          use:
+            command: [bash, -c, "echo unreachable"]
+            inputs: {{inp: "${{steps.make.outputs.out}}"}}
+        """,
+        "wf.yaml",
+    )
+    env = {**cli_env, "ANYLAUNCH_WORKFLOW_POLL_S": "0.3"}
+    done = cli("run", str(path), "--json", env=env, cwd=tmp_path)
+    assert done.rc == 1, done.out + done.err
+    make, use = done.json()["steps"]
+    assert make["state"] == "SUCCEEDED"
+    assert use["state"] == "FAILED" and use["splits"] == []  # refused before any job
+    assert f"s3://{bucket}/never/" in use["error"] and "\n" not in use["error"]
