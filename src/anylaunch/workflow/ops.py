@@ -43,6 +43,15 @@ def status(workflow_id: str) -> dict[str, Any]:
 
 def retry(workflow_id: str, note: Callable[[str], None] | None = None) -> dict[str, Any]:
     run = api.get(workflow_id)
+    if note is not None:  # why each failed, before it is sent again (as `retry RUN`)
+        from anylaunch import api as jobs
+
+        for step in run.view().steps.values():
+            for split_id in step.failed_splits():
+                attempt = step.splits[split_id][-1]
+                found = jobs.get(attempt.id).diagnose()
+                where = f"split {split_id} " if step.split_count else ""
+                note(f"step {step.id} {where}(job {attempt.id}): {found.code}: {found.cause}")
     done = run.retry_failed()
     if note is not None:
         if not done:
