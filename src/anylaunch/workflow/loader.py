@@ -220,23 +220,21 @@ def _backend(located: Located, top: dict[str, Any], sid: str, body: dict[str, An
                 f"use one of: {', '.join(BACKENDS)}",
             )
         return str(name)
-    own = [b for b in BACKENDS if b in body]
-    if len(own) > 1:
-        raise located.error(
-            ("steps", sid),
-            f"sections for several backends ({', '.join(own)})",
-            f"keep one, or pick with 'backend: {own[0]}'",
-        )
-    if own:
-        return own[0]
-    inherited = [b for b in BACKENDS if b in top]
-    if len(inherited) > 1:
-        raise located.error(
-            ("steps", sid),
-            f"the top level has sections for several backends ({', '.join(inherited)})",
-            f"say which this step runs on: 'backend: {inherited[0]}'",
-        )
-    return inherited[0] if inherited else "local"
+    # The step's own sections, then the top level's: the first place with one decides.
+    for where, whose, fix in (
+        (body, "", "keep one, or pick with 'backend: {}'"),
+        (top, "the top level has ", "say which this step runs on: 'backend: {}'"),
+    ):
+        found = [b for b in BACKENDS if b in where]
+        if len(found) > 1:
+            raise located.error(
+                ("steps", sid),
+                f"{whose}sections for several backends ({', '.join(found)})",
+                fix.format(found[0]),
+            )
+        if found:
+            return found[0]
+    return "local"
 
 
 def _origins(located: Located, sid: str, body: dict[str, Any]) -> dict[KeyPath, Origin]:
