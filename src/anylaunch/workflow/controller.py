@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from anylaunch.errors import AnylaunchError
+from anylaunch.errors import AnylaunchError, JobNotFound
 from anylaunch.store import Store, alive, this_process
 from anylaunch.workflow import engine
 from anylaunch.workflow import record as wfrecord
@@ -76,8 +76,14 @@ def main(workflow_id: str) -> int:
         return 0
     print(f"workflow {workflow_id}: controller {me['pid']} started", flush=True)
     while True:
+        if not store.path.exists():  # the store it works for was removed: nothing to do
+            print(f"workflow {workflow_id}: {store.path} is gone; stopping", flush=True)
+            return 0
         try:
             wf = engine.advance(workflow_id, store)
+        except JobNotFound:
+            print(f"workflow {workflow_id}: not in {store.path}; stopping", flush=True)
+            return 0
         except AnylaunchError as exc:  # a backend or the store did not answer: next time
             print(f"workflow {workflow_id}: {exc.message}", flush=True)
             time.sleep(POLL_S)
