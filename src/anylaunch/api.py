@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from anylaunch import pending, reach
+from anylaunch import pending, reach, submission
 from anylaunch.backends.base import Backend, LogSource, Observation, get_backend
-from anylaunch.errors import AnylaunchError, BackendError, SubmitOutcomeUnknown, UsageError
+from anylaunch.errors import AnylaunchError, UsageError
 from anylaunch.reach import Unreachable
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, Update, busy_elsewhere, new_id
@@ -74,67 +74,12 @@ def submit(
     name = config.route(spec, backend)
     spec = with_storage_env(spec)
     if check:
-        from anylaunch import preflight
-
-        failures = preflight.failed(preflight.run(spec, name))
-        if failures:
-            raise preflight.PreflightFailed(failures)
-    if "ANYLAUNCH_ATTEMPT" not in spec.env:  # the resume contract: which try this is
-        attempt = store.count_attempts(run_id, split_id) + 1 if run_id else 1
-        spec = spec.model_copy(update={"env": {**spec.env, "ANYLAUNCH_ATTEMPT": str(attempt)}})
-    impl = get_backend(name)
-    job_id = new_id()
-    job_dir = str(store.jobs_dir(job_id))
-    ctx = impl.prepare(spec, job_id, job_dir, store)
-    the_plan = impl.plan(spec, ctx)
-    record = store.add(
-        JobRecord(
-            id=job_id,
-            name=the_plan.name,
-            backend=name,
-            state=State.PENDING,
-            job_dir=ctx.job_dir,  # a backend may place it elsewhere (slurm.job_dir)
-            run_id=run_id,
-            split_id=split_id,
-            spec=spec.redacted(),
-            plan=the_plan.model_dump(mode="json"),
-        )
-    )
-    send(impl, record, the_plan, {k: spec.env[k] for k in the_plan.secret_env}, store)
+        submission.check(spec, name)
+    jobs = [(split_id, new_id())]
+    batch = submission.render(get_backend(name), spec, store, jobs, run_id=run_id)
+    record = store.add(batch.records[0])
+    submission.send(batch, store)
     return Job(record, store)
-
-
-def send(
-    impl: Backend, record: JobRecord, plan: Plan, secrets: Mapping[str, str], store: Store
-) -> None:
-    """Submit a recorded job and record its native id; a refused submit ends it FAILED,
-    one whose answer was lost leaves it UNKNOWN for the polls to find (`reconcile`)."""
-    try:
-        native_id, meta = impl.submit(plan, secrets)
-    except SubmitOutcomeUnknown as exc:
-        store.mark_unknown(record.id, submit_unknown_detail(exc))
-        record.state = State.UNKNOWN
-        return
-    except Exception as exc:
-        store.transition(record.id, State.FAILED, detail=f"submit failed: {exc}")
-        store.settle(record.id)
-        if isinstance(exc, BackendError):
-            raise
-        raise BackendError(f"submit to {record.backend} failed: {exc}") from exc
-    store.set_native(record.id, native_id, meta)
-    record.native_id, record.meta = native_id, meta
-    honour_cancel(impl, record.id, store)
-
-
-def submit_unknown_detail(exc: SubmitOutcomeUnknown) -> str:
-    return f"submitted, answer lost ({exc.message}); looking for the job on the backend"
-
-
-def honour_cancel(impl: Backend, job_id: str, store: Store) -> None:
-    """A cancel asked while the submit was in flight had no native id to stop: stop it now."""
-    record = store.get(job_id)
-    if record.cancel_requested_at and not record.state.terminal:
-        impl.cancel(record)
 
 
 def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
@@ -170,7 +115,7 @@ def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list
             if record.state is State.UNKNOWN and native_id:
                 store.note(record.id, f"found on {record.backend} as {native_id}")
             record.native_id, record.meta = native_id or "", meta
-            honour_cancel(impl, record.id, store)
+            submission.honour_cancel(impl, record.id, store)
         else:
             unsent.append(record)
     return unsent

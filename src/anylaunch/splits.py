@@ -13,20 +13,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from anylaunch import api, config
-from anylaunch.backends.base import ArraySubmission, Backend, PlanContext, get_backend
-from anylaunch.errors import BackendError, SubmitOutcomeUnknown, UsageError
+from anylaunch import api, config, submission
+from anylaunch.backends.base import Backend, get_backend
+from anylaunch.errors import UsageError
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
 
 if TYPE_CHECKING:
-    from anylaunch.plan import Plan
     from anylaunch.spec import JobSpec
 
 SPLIT_ENV = "SPLIT_ID"
@@ -75,11 +72,7 @@ def launch(
     name = config.route(spec, backend)
     spec = api.with_storage_env(spec)
     if check:  # once for the run, not once per split
-        from anylaunch import preflight
-
-        failures = preflight.failed(preflight.run(spec, name))
-        if failures:
-            raise preflight.PreflightFailed(failures)
+        submission.check(spec, name)
     if key is not None and run_id is None:
         existing = store.open_run(key)
         if existing is not None:
@@ -87,15 +80,15 @@ def launch(
     impl = get_backend(name)
     new_run = run_id is None
     run_id = run_id or new_id()
-    planned = _plan(spec, impl, name, store, run_id, [(i, new_id()) for i in split_ids])
-    records = [record for record, _ in planned]
+    batch = render(spec, impl, store, run_id, [(i, new_id()) for i in split_ids])
+    records = batch.records
     if new_run:
         winner = store.add_run(run_id, key, records)
         if winner != run_id:  # the same command, started a moment earlier, owns the run
             return resume(winner, spec, store=store, max_parallel=max_parallel)
     else:
         store.add_many(records)
-    _submit(impl, spec, planned, store, max_parallel)
+    submission.send(batch, store, max_parallel)
     return Run(run_id, [api.Job(store.get(r.id), store) for r in records], store)
 
 
@@ -138,126 +131,37 @@ def resume(run_id: str, spec: JobSpec, *, store: Store, max_parallel: int = 8) -
     impl = get_backend(backend)
     todo = api.reconcile(impl, list(latest.values()), store)
     if todo:
-        planned = _plan(
-            api.with_storage_env(spec),
-            impl,
-            backend,
-            store,
-            run_id,
-            [(r.split_id or 0, r.id) for r in todo],
-            resumed=True,
-        )
-        for record, plan in planned:
-            store.set_plan(record.id, plan.model_dump(mode="json"))
-        _submit(impl, spec, planned, store, max_parallel)
+        spec = api.with_storage_env(spec)
+        batch = render(spec, impl, store, run_id, [(r.split_id or 0, r.id) for r in todo], True)
+        for record in batch.records:
+            store.set_plan(record.id, record.plan)
+        submission.send(batch, store, max_parallel)
     run = Run(run_id, [api.Job(store.get(r.id), store) for r in latest.values()], store)
     run.submitted = sorted(r.split_id or 0 for r in todo)
     return run
 
 
-def _plan(
+def render(
     spec: JobSpec,
     impl: Backend,
-    name: str,
     store: Store,
     run_id: str,
     splits: Sequence[tuple[int, str]],
-    *,
-    resumed: bool = False,
-) -> list[tuple[JobRecord, Plan]]:
-    """Render each (split id, job id): one array plan shared by all, or one plan each."""
-    done = Counter(r.split_id for r in store.list(limit=None, run_id=run_id))
-    contexts: list[tuple[int, PlanContext, JobSpec]] = []
-    for split_id, job_id in splits:
-        one = with_split(spec, split_id)
-        if "ANYLAUNCH_ATTEMPT" not in one.env:  # the resume contract: which try this is
-            attempt = done[split_id] + (0 if resumed else 1)
-            one = one.model_copy(update={"env": {**one.env, "ANYLAUNCH_ATTEMPT": str(attempt)}})
-        ctx = impl.prepare(one, job_id, str(store.jobs_dir(job_id)), store)
-        # An array renders one script from the run's spec: each task's attempt rides along.
-        attempt = int(one.env.get("ANYLAUNCH_ATTEMPT", "1"))
-        ctx = PlanContext(ctx.job_id, ctx.job_dir, {**ctx.values, "attempt": attempt})
-        contexts.append((split_id, ctx, one))
-    if isinstance(impl, ArraySubmission):
-        array = impl.plan_array(spec, [(i, ctx) for i, ctx, _ in contexts])
-        plans = [array] * len(contexts)
-    else:
-        plans = [impl.plan(one, ctx) for _, ctx, one in contexts]
-    return [
-        (
-            JobRecord(
-                id=ctx.job_id,
-                name=plan.name,
-                backend=name,
-                state=State.PENDING,
-                job_dir=ctx.job_dir,
-                run_id=run_id,
-                split_id=split_id,
-                spec=one.redacted(),
-                plan=plan.model_dump(mode="json"),
-            ),
-            plan,
-        )
-        for (split_id, ctx, one), plan in zip(contexts, plans, strict=True)
-    ]
+    recorded: bool = False,
+) -> submission.Batch:
+    """Render each (split id, job id) of a run: one array plan shared by all where the
+    backend submits arrays, one plan each elsewhere. `recorded`: a resumed run's jobs."""
+    return submission.render(
+        impl, spec, store, splits, run_id=run_id, recorded=recorded, array=True, per_job=with_split
+    )
 
 
-def _submit(
-    impl: Backend,
-    spec: JobSpec,
-    planned: list[tuple[JobRecord, Plan]],
-    store: Store,
-    max_parallel: int,
-) -> None:
-    """Submit recorded splits: one array submission, or bounded-concurrency submits."""
-    if isinstance(impl, ArraySubmission):
-        plan = planned[0][1]
-        _as_array(impl, plan, [r for r, _ in planned], spec, store)
-        return
-    root = store.root
-
-    def one(item: tuple[JobRecord, Plan]) -> None:
-        record, plan = item
-        own = Store(root)  # a connection per thread: sqlite3 objects stay in their thread
-        try:
-            api.send(impl, record, plan, {k: spec.env[k] for k in plan.secret_env}, own)
-        finally:
-            own.close()
-
-    with ThreadPoolExecutor(max(1, min(max_parallel, len(planned)))) as pool:
-        list(pool.map(one, planned))
-
-
-def with_split(spec: JobSpec, split_id: int) -> JobSpec:
+def with_split(spec: JobSpec, split_id: int | None) -> JobSpec:
     """The spec of one split: SPLIT_ID (and SPLIT_VALUE) in its environment, no `splits`."""
+    split_id = split_id or 0
     env = {**spec.env, SPLIT_ENV: str(split_id)}
     values = spec.split_values()
     value = values[split_id] if split_id < len(values) else None
     if value is not None:
         env[VALUE_ENV] = value
     return spec.model_copy(update={"env": env, "splits": None})
-
-
-def _as_array(
-    impl: Backend, plan: Plan, records: list[JobRecord], spec: JobSpec, store: Store
-) -> None:
-    secrets = {k: spec.env[k] for k in plan.secret_env}
-    if not isinstance(impl, ArraySubmission):
-        raise TypeError(f"the {impl.name} backend does not submit arrays")
-    try:
-        natives = impl.submit_array(plan, secrets)
-    except SubmitOutcomeUnknown as exc:
-        for record in records:  # found by the array's --comment at the next poll
-            store.mark_unknown(record.id, api.submit_unknown_detail(exc))
-        return
-    except Exception as exc:
-        for record in records:
-            store.transition(record.id, State.FAILED, detail=f"submit failed: {exc}")
-            store.settle(record.id)
-        if isinstance(exc, BackendError):
-            raise
-        raise BackendError(f"submit to {records[0].backend} failed: {exc}") from exc
-    for record, (native_id, meta) in zip(records, natives, strict=True):
-        store.set_native(record.id, native_id, meta)
-        record.native_id, record.meta = native_id, meta
-        api.honour_cancel(impl, record.id, store)

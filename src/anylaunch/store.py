@@ -950,7 +950,7 @@ def _apply_one(db: sqlite3.Connection, row: sqlite3.Row, update: Update, now: fl
         return
     if row["cancel_requested_at"] and row["native_id"] and state in (State.FAILED, State.UNKNOWN):
         # A kill we asked for is not a failure. Without a native id the backend cannot
-        # know the job yet: its submitter stops it once it has one (`api.send`).
+        # know the job yet: its submitter stops it once it has one (`submission.send`).
         state = State.CANCELLED
     elif state is State.UNKNOWN and update.final:
         _unknown(db, job_id, row, update.detail or "outcome unknown", True, now)

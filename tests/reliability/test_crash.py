@@ -191,13 +191,13 @@ def _recorded_and_sent_but_not_noted(spec: JobSpec, backend: str, store: Store, 
 
     impl = get_backend(backend)
     run_id = new_id()
-    planned = splits._plan(spec, impl, backend, store, run_id, [(i, new_id()) for i in range(n)])
-    store.add_run(run_id, None, [r for r, _ in planned])
+    batch = splits.render(spec, impl, store, run_id, [(i, new_id()) for i in range(n)])
+    store.add_run(run_id, None, batch.records)
     if isinstance(impl, ArraySubmission):
-        impl.submit_array(planned[0][1], {})
+        impl.submit_array(batch.jobs[0].plan, {})
     else:
-        for _, plan in planned:
-            impl.submit(plan, {})
+        for job in batch.jobs:
+            impl.submit(job.plan, {})
     return run_id
 
 

@@ -263,14 +263,9 @@ def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
 
 def resend(job: JobRecord, spec: Any, store: Store) -> None:
     """Submit a recorded, never-submitted job of a single step under its own id."""
-    from anylaunch.backends.base import get_backend
+    from anylaunch import submission
 
-    impl = get_backend(job.backend)
-    spec = api.with_storage_env(spec)
-    ctx = impl.prepare(spec, job.id, str(store.jobs_dir(job.id)), store)
-    plan = impl.plan(spec, ctx)
-    store.set_plan(job.id, plan.model_dump(mode="json"))
-    api.send(impl, job, plan, {k: spec.env[k] for k in plan.secret_env}, store)
+    submission.resend(job, api.with_storage_env(spec), store)
 
 
 def retry_failed(workflow_id: str, store: Store) -> dict[str, list[int]]:

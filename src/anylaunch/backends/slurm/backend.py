@@ -13,14 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from anylaunch.backends.base import (
-    Backend,
-    Capabilities,
-    Found,
-    LogSource,
-    Observation,
-    PlanContext,
-)
+from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext
 from anylaunch.backends.slurm import commands, parse, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
@@ -43,7 +36,6 @@ _MAYBE_SUBMITTED = "Socket timed out on send/recv operation"
 
 class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
-    capabilities: ClassVar[Capabilities] = Capabilities(cancel_on_interrupt=False)
 
     def __init__(self) -> None:
         # slurm.env_vars secrets, from prepare() to submit() of the same job: the plan

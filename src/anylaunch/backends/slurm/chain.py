@@ -377,7 +377,7 @@ def _send_unsent(
     g = _known(gate(step.needs, records), submitted_now)
     if g.blocked or g.waiting:
         return
-    from anylaunch import splits
+    from anylaunch import splits, submission
     from anylaunch.backends.base import get_backend
 
     spec = with_dependency(step.spec, g.after)
@@ -386,11 +386,7 @@ def _send_unsent(
         return
     impl = get_backend(BACKEND)
     for record in api.reconcile(impl, todo, store):
-        one = api.with_storage_env(spec)
-        ctx = impl.prepare(one, record.id, record.job_dir, store)
-        plan = impl.plan(one, ctx)
-        store.set_plan(record.id, plan.model_dump(mode="json"))
-        api.send(impl, record, plan, {k: one.env[k] for k in plan.secret_env}, store)
+        submission.resend(record, api.with_storage_env(spec), store)
 
 
 def _known(g: Gate, submitted_now: set[str]) -> Gate:

@@ -1,0 +1,235 @@
+"""The submission pipeline: the one path from a spec to jobs a backend holds.
+
+A single job (`api.submit`), the splits of a run (`splits.launch`), a run a crash
+interrupted (`splits.resume`) and a retry of failed splits (`runs.retry_failed`, through
+`splits.launch`) and a workflow's step all take the same steps:
+
+1. check: the quick preflight checks, once per submission (`check`);
+2. render: for each job, which attempt it is (`ANYLAUNCH_ATTEMPT`), the backend's
+   `prepare` and `plan` — or one `plan_array` for all splits of an array backend — and
+   the values of the secrets its plan names (`render`);
+3. record: the caller stores the records (`store.add`, or a run in one transaction)
+   before anything is sent, so that after a crash every job is in the store;
+4. send: hand each plan to the backend with its secret values, record the native ids,
+   end a refused job FAILED, leave one whose answer was lost UNKNOWN, and stop a job
+   whose cancel came in while it was being sent (`send`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from anylaunch.backends.base import ArraySubmission, Backend, PlanContext
+from anylaunch.errors import BackendError, SubmitOutcomeUnknown
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store
+
+if TYPE_CHECKING:
+    from anylaunch.plan import Plan
+    from anylaunch.spec import JobSpec
+
+ATTEMPT_ENV = "ANYLAUNCH_ATTEMPT"
+
+
+@dataclass
+class Planned:
+    """One job rendered and ready to record: what is stored, and what is sent."""
+
+    record: JobRecord
+    plan: Plan
+    # The values of the secrets the plan names: kept in memory until sent, never stored.
+    secrets: dict[str, str] = field(repr=False)
+
+
+@dataclass
+class Batch:
+    """The jobs of one submission; `array`: one plan for all, submitted once."""
+
+    impl: Backend
+    jobs: list[Planned]
+    array: bool = False
+
+    @property
+    def records(self) -> list[JobRecord]:
+        return [job.record for job in self.jobs]
+
+
+def check(spec: JobSpec, backend: str) -> None:
+    """The quick preflight checks: PreflightFailed (nothing stored) if one fails."""
+    from anylaunch import preflight
+
+    failures = preflight.failed(preflight.run(spec, backend))
+    if failures:
+        raise preflight.PreflightFailed(failures)
+
+
+def render(
+    impl: Backend,
+    spec: JobSpec,
+    store: Store,
+    jobs: Sequence[tuple[int | None, str]],
+    *,
+    run_id: str | None = None,
+    recorded: bool = False,
+    array: bool = False,
+    per_job: Callable[[JobSpec, int | None], JobSpec] | None = None,
+) -> Batch:
+    """Render each (split id, job id); nothing is stored or sent.
+
+    `recorded`: the jobs are in the store already (a resumed run), so they count among
+    their split's attempts. `array`: the jobs are the splits of one run, sent as one
+    native array where the backend can. `per_job` turns the spec into one job's spec
+    (a split's SPLIT_ID).
+    """
+    done = _attempts(store, run_id, [split_id for split_id, _ in jobs])
+    values = impl.secret_values(spec)
+    rendered: list[tuple[int | None, PlanContext, JobSpec]] = []
+    for split_id, job_id in jobs:
+        one = per_job(spec, split_id) if per_job else spec
+        if ATTEMPT_ENV not in one.env:  # the resume contract: which try this is
+            attempt = done[split_id] + (0 if recorded else 1)
+            one = one.model_copy(update={"env": {**one.env, ATTEMPT_ENV: str(attempt)}})
+        attempt = int(one.env[ATTEMPT_ENV])
+        ctx = impl.prepare(one, job_id, str(store.jobs_dir(job_id)), store)
+        # An array renders one script from the run's spec: each task's attempt rides along.
+        ctx = PlanContext(ctx.job_id, ctx.job_dir, {**ctx.values, "attempt": attempt})
+        rendered.append((split_id, ctx, one))
+    as_array = array and isinstance(impl, ArraySubmission)
+    if array and isinstance(impl, ArraySubmission):
+        shared = impl.plan_array(spec, [(i or 0, ctx) for i, ctx, _ in rendered])
+        plans = [shared] * len(rendered)
+    else:
+        plans = [impl.plan(one, ctx) for _, ctx, one in rendered]
+    planned = [
+        Planned(
+            JobRecord(
+                id=ctx.job_id,
+                name=plan.name,
+                backend=impl.name,
+                state=State.PENDING,
+                job_dir=ctx.job_dir,  # a backend may place it elsewhere (slurm.job_dir)
+                run_id=run_id,
+                split_id=split_id,
+                spec=one.redacted(),
+                plan=plan.model_dump(mode="json"),
+            ),
+            plan,
+            secrets_for(plan, values),
+        )
+        for (split_id, ctx, one), plan in zip(rendered, plans, strict=True)
+    ]
+    return Batch(impl, planned, as_array)
+
+
+def resend(record: JobRecord, spec: JobSpec, store: Store) -> None:
+    """Send a job that was recorded but never sent (its submitter died, and the backend,
+    asked, does not have it) under its own id: rendered again, its plan stored anew."""
+    from anylaunch.backends.base import get_backend
+
+    jobs = [(record.split_id, record.id)]
+    batch = render(
+        get_backend(record.backend), spec, store, jobs, run_id=record.run_id, recorded=True
+    )
+    store.set_plan(record.id, batch.records[0].plan)
+    send(batch, store)
+
+
+def secrets_for(plan: Plan, values: dict[str, str]) -> dict[str, str]:
+    """The value of every secret the plan names: from the job (`Backend.secret_values`),
+    else from this process's environment (a retry rebuilds the job from the store, where
+    secrets are masked) — never from disk."""
+    from anylaunch.errors import ConfigError
+
+    out: dict[str, str] = {}
+    for name in plan.secret_env:
+        value = values.get(name, os.environ.get(name))
+        if value is None:
+            raise ConfigError(
+                f"secret {name} has no value", key=name, fix=f"export {name}=... before submitting"
+            )
+        out[name] = value
+    return out
+
+
+def _attempts(store: Store, run_id: str | None, split_ids: list[int | None]) -> Counter[int | None]:
+    """Jobs already recorded per split of the run: one query whatever the run's size."""
+    if run_id is None:
+        return Counter()
+    if len(split_ids) == 1:
+        return Counter({split_ids[0]: store.count_attempts(run_id, split_ids[0])})
+    return Counter(r.split_id for r in store.list(limit=None, run_id=run_id))
+
+
+def send(batch: Batch, store: Store, max_parallel: int = 8) -> None:
+    """Send recorded jobs: one array submission, one submit, or up to `max_parallel`
+    submits at a time (each thread with its own store connection)."""
+    impl, jobs = batch.impl, batch.jobs
+    if not jobs:
+        return
+    if batch.array and isinstance(impl, ArraySubmission):
+        first = jobs[0]
+        _settle(impl, batch.records, lambda: impl.submit_array(first.plan, first.secrets), store)
+        return
+    if len(jobs) == 1:
+        _send_one(impl, jobs[0], store)
+        return
+    root = store.root
+
+    def one(job: Planned) -> None:
+        own = Store(root)  # a connection per thread: sqlite3 objects stay in their thread
+        try:
+            _send_one(impl, job, own)
+        finally:
+            own.close()
+
+    with ThreadPoolExecutor(max(1, min(max_parallel, len(jobs)))) as pool:
+        list(pool.map(one, jobs))
+
+
+def _send_one(impl: Backend, job: Planned, store: Store) -> None:
+    _settle(impl, [job.record], lambda: [impl.submit(job.plan, job.secrets)], store)
+
+
+def _settle(
+    impl: Backend,
+    records: list[JobRecord],
+    submit: Callable[[], Sequence[tuple[str, dict[str, Any]]]],
+    store: Store,
+) -> None:
+    """Call the backend once for these recorded jobs and record what came of it: native
+    ids; FAILED if refused (raised again); UNKNOWN if the answer was lost, for the polls
+    to look for (`Backend.reconcile`)."""
+    try:
+        natives = submit()
+    except SubmitOutcomeUnknown as exc:
+        for record in records:
+            store.mark_unknown(record.id, unknown_detail(exc))
+            record.state = State.UNKNOWN
+        return
+    except Exception as exc:
+        for record in records:
+            store.transition(record.id, State.FAILED, detail=f"submit failed: {exc}")
+            store.settle(record.id)
+        if isinstance(exc, BackendError):
+            raise
+        raise BackendError(f"submit to {impl.name} failed: {exc}") from exc
+    for record, (native_id, meta) in zip(records, natives, strict=True):
+        store.set_native(record.id, native_id, meta)
+        record.native_id, record.meta = native_id, meta
+        honour_cancel(impl, record.id, store)
+
+
+def unknown_detail(exc: SubmitOutcomeUnknown) -> str:
+    return f"submitted, answer lost ({exc.message}); looking for the job on the backend"
+
+
+def honour_cancel(impl: Backend, job_id: str, store: Store) -> None:
+    """A cancel asked while the submit was in flight had no native id to stop: stop it now."""
+    record = store.get(job_id)
+    if record.cancel_requested_at and not record.state.terminal:
+        impl.cancel(record)
