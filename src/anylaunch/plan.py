@@ -1,18 +1,18 @@
 """Plan: the exact thing a backend would submit, rendered without side effects.
 
 `--dry-run` prints it; submit sends it; the store keeps it. A plan never holds a secret:
-secrets are named in `secret_env` and handed over separately at submit time.
+every secret the job gets, from `env` or from the backend's own section, is named in
+`secret_env`, and the submission pipeline hands `submit` their values, and only theirs
+(`Backend.secret_values`, `submission.secrets_for`). There is no other channel.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from anylaunch.errors import BackendError, ConfigError
+from anylaunch.errors import ConfigError
 
 if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
@@ -29,7 +29,7 @@ class Plan(BaseModel):
     payload: dict[str, Any]
     # Files written into the job directory before submission (relative path -> text).
     files: dict[str, str] = Field(default_factory=dict)
-    # Environment variables passed to the job whose values are secrets, by name only.
+    # Every environment variable passed to the job whose value is a secret, by name only.
     secret_env: list[str] = Field(default_factory=list)
 
 
@@ -56,19 +56,3 @@ def spec_error(spec: JobSpec, key: str, what: str, fix: str) -> ConfigError:
     from anylaunch.yamlsrc import line_of
 
     return ConfigError(what, file=spec.source, line=line_of(spec.source, (key,)), key=key, fix=fix)
-
-
-def secret_values(
-    plan: Plan, secrets: Mapping[str, str], held: Mapping[str, str]
-) -> dict[str, str]:
-    """Values for every secret a plan names: passed to submit, held by the backend since
-    prepare (a section's own secrets), or else from the environment — never from disk."""
-    values: dict[str, str] = {}
-    for name in [*plan.secret_env, *plan.payload.get("section_secret_env", [])]:
-        value = secrets.get(name, held.get(name, os.environ.get(name)))
-        if value is None:
-            raise BackendError(
-                f"secret {name} has no value — export {name}=... before submitting", code="CONFIG"
-            )
-        values[name] = value
-    return values

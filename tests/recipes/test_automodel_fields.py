@@ -34,7 +34,7 @@ def test_slurm_credentials_travel_as_secrets_and_are_masked_in_the_store(tmp_pat
     plan = _plan(tmp_path, text, "slurm")
     for value in SECRETS.values():
         assert value not in stored and value not in json.dumps(plan)
-    assert set(plan["payload"]["section_secret_env"]) == set(SECRETS)
+    assert set(plan["secret_env"]) == set(SECRETS)
 
 
 def test_skypilot_credentials_and_gpus_per_node(tmp_path) -> None:

@@ -27,7 +27,7 @@ from anylaunch.backends.base import (
 )
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
 from anylaunch.backends.skypilot import task as sky_task
-from anylaunch.plan import Plan, secret_values
+from anylaunch.plan import Plan
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 
@@ -57,9 +57,6 @@ class SkyPilotBackend(Backend):
     # minutes to provision, a stray keypress must not throw that away).
 
     def __init__(self) -> None:
-        # skypilot.env_vars secrets, from prepare() to submit() of the same job: the plan
-        # (and so the store) only ever holds their names.
-        self._section_secrets: dict[str, dict[str, str]] = {}
         self._accepted: validate.Accepted | None = None
 
     # -- render ---------------------------------------------------------------------------
@@ -71,8 +68,6 @@ class SkyPilotBackend(Backend):
         workdir = section.workdir if section else None
         if workdir and spec.source and not os.path.isabs(os.path.expanduser(workdir)):
             workdir = str(Path(spec.source).resolve().parent / workdir)
-        if reserve and section:
-            self._section_secrets[job_id] = section.secret_env()
         return PlanContext(job_id=job_id, job_dir=job_dir, values={"workdir": workdir})
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
@@ -93,10 +88,15 @@ class SkyPilotBackend(Backend):
             head += "   (managed: relaunched after preemption)"
         else:
             head = f"# sky launch -c {payload['cluster_name']} {sky_task.TASK_FILE}"
-        names = [*plan.secret_env, *payload.get("section_secret_env", [])]
-        if names:
-            head += f"\n# secrets from the submitting environment: {', '.join(names)}"
+        if plan.secret_env:
+            head += f"\n# secrets from the submitting environment: {', '.join(plan.secret_env)}"
         return f"{head}\n{plan.files[sky_task.TASK_FILE]}"
+
+    def secret_values(self, spec: JobSpec) -> dict[str, str]:
+        """The job's secret `env` and skypilot.env_vars' secrets, hf_token and wandb_key
+        (`env` wins a name both have)."""
+        section = spec.skypilot.secret_env() if spec.skypilot else {}
+        return {**section, **spec.secret_env()}
 
     def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[preflight.Check]:
         checks = preflight.spec_checks(spec)
@@ -110,7 +110,7 @@ class SkyPilotBackend(Backend):
         for rel, text in plan.files.items():
             (job_dir / rel).write_text(text)
         payload = plan.payload
-        task_obj = sdk.task(payload["task"], self._secret_values(plan, secrets))
+        task_obj = sdk.task(payload["task"], {name: secrets[name] for name in plan.secret_env})
         if payload["mode"] == "managed":
             request = sdk.jobs_launch(task_obj, plan.name)
         else:
@@ -126,10 +126,6 @@ class SkyPilotBackend(Backend):
                 if job.id not in found and f"ANYLAUNCH_JOB_ID={job.id}" in body:
                     found[job.id] = (REQUEST + request, _launched(job.plan["payload"], request))
         return found
-
-    def _secret_values(self, plan: Plan, secrets: Mapping[str, str]) -> dict[str, str]:
-        stashed = self._section_secrets.pop(plan.job_id, {})
-        return secret_values(plan, secrets, stashed)
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         now = time.monotonic()

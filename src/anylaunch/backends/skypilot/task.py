@@ -47,8 +47,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     run = run_script(
         spec, ctx.job_id, nproc=nproc, port=section.master_port, ckpt_dir=ckpt_dir, env=envs
     )
-    secret_env = sorted(spec.secret_env())
-    section_secret_env = sorted(set(section.secret_env()) - set(secret_env))
+    secret_env = sorted({*spec.secret_env(), *section.secret_env()})
 
     task: dict[str, Any] = {"name": name}
     if values.get("workdir"):
@@ -62,9 +61,9 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     fixed = {k: v for k, v in envs.items() if not has_reference(v)}
     if fixed:
         task["envs"] = fixed
-    if secret_env or section_secret_env:
+    if secret_env:
         # Null values are SkyPilot's "secret by reference": filled in at submit only.
-        task["secrets"] = {k: None for k in sorted({*secret_env, *section_secret_env})}
+        task["secrets"] = {k: None for k in secret_env}
     mounts = file_mounts(spec, section, ctx.job_id, name, ckpt_dir, managed)
     if mounts:
         task["file_mounts"] = mounts
@@ -78,7 +77,6 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         "cluster_name": cluster,
         "owns_cluster": not managed and not section.cluster_name,
         "task": task,
-        "section_secret_env": section_secret_env,
         "checkpoint_dir": ckpt_dir,
     }
     return Plan(

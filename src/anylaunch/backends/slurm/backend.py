@@ -17,7 +17,7 @@ from anylaunch.backends.base import Backend, Found, LogSource, Observation, Plan
 from anylaunch.backends.slurm import commands, parse, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
-from anylaunch.plan import Plan, secret_values
+from anylaunch.plan import Plan
 from anylaunch.preflight import Check
 from anylaunch.reach import Unreachable
 from anylaunch.spec import JobSpec
@@ -36,11 +36,6 @@ _MAYBE_SUBMITTED = "Socket timed out on send/recv operation"
 
 class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
-
-    def __init__(self) -> None:
-        # slurm.env_vars secrets, from prepare() to submit() of the same job: the plan
-        # (and so the store) only ever holds their names.
-        self._section_secrets: dict[str, dict[str, str]] = {}
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -61,8 +56,6 @@ class SlurmBackend(Backend):
                     fix="give the path of an sbatch template (relative to the job file)",
                 ) from None
             values["template_path"] = where
-        if reserve and section:
-            self._section_secrets[job_id] = section.secret_env()
         if section and section.job_dir:
             # AutoModel's job_dir: the job's files (script, recipe, logs) go under it, on
             # the shared filesystem the nodes see, one folder per job.
@@ -92,6 +85,11 @@ class SlurmBackend(Backend):
     def describe(self, plan: Plan) -> str:
         return slurm_plan.describe(plan)
 
+    def secret_values(self, spec: JobSpec) -> dict[str, str]:
+        """The job's secret `env` and those of `slurm.env_vars` (`env` wins a name both have)."""
+        section = spec.slurm.secret_env() if spec.slurm else {}
+        return {**section, **spec.secret_env()}
+
     def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
         """Time-limit advice always; with `deep`, a short srun checks mounts and the port."""
         checks = preflight.spec_checks(spec)
@@ -120,7 +118,7 @@ class SlurmBackend(Backend):
                 if rel != slurm_plan.SCRIPT_FILE or job_dir == plan.job_dir:
                     (Path(job_dir) / rel).write_text(text)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k in _KEEP}
-        env.update(self._secret_values(plan, secrets))
+        env.update({name: secrets[name] for name in plan.secret_env})
         workdir = plan.payload["workdir"]
         try:
             proc = commands.run(
@@ -144,12 +142,6 @@ class SlurmBackend(Backend):
         raise BackendError(
             f"sbatch failed: {message or f'exit status {proc.returncode}'}", code="SLURM"
         )
-
-    def _secret_values(self, plan: Plan, secrets: Mapping[str, str]) -> dict[str, str]:
-        stashed: dict[str, str] = {}
-        for job_id in [plan.job_id, *(s["job_id"] for s in plan.payload["splits"])]:
-            stashed.update(self._section_secrets.pop(job_id, {}))
-        return secret_values(plan, secrets, stashed)
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         """One squeue for every job; sacct only for jobs slurmctld has already forgotten."""

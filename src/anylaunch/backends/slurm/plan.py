@@ -66,8 +66,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     if recipe is not None:
         # With a checkpoint folder the job writes the newest checkpoint into restore_from.path.
         files[script.RECIPE_FILE] = recipe
-    secrets = sorted(spec.secret_env())
-    section_secrets = sorted(set(section.secret_env()) - set(secrets))
+    secrets = sorted({*spec.secret_env(), *section.secret_env()})
     report_dir = spec.profile.output_dir if spec.profile and spec.profile.output_dir else None
     return Plan(
         backend="slurm",
@@ -85,8 +84,6 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
             "world_size": job.world_size,
             "requeue": section.requeue,
             "splits": [vars(s) for s in splits],
-            # Secrets of slurm.env_vars, by name: the values are resolved at submit.
-            "section_secret_env": section_secrets,
             "nsys_reports": (
                 f"{report_dir or '{job_dir}'}/nsys/{{job_id}}-*.nsys-rep" if job.nsys else None
             ),
@@ -98,17 +95,15 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
 
 def sbatch_argv(plan: Plan) -> list[str]:
     """How the script is submitted: secrets named in --export, their values in the environment."""
-    names = [*plan.secret_env, *plan.payload.get("section_secret_env", [])]
-    export = ",".join(["ALL", *names])
+    export = ",".join(["ALL", *plan.secret_env])
     return ["sbatch", "--parsable", f"--export={export}", plan.payload["script_path"]]
 
 
 def describe(plan: Plan) -> str:
     """The script as it will be submitted, preceded by the sbatch command line."""
     head = f"# {shlex.join(sbatch_argv(plan))}"
-    names = [*plan.secret_env, *plan.payload.get("section_secret_env", [])]
-    if names:
-        head += f"\n# secrets from the submitting environment: {', '.join(names)}"
+    if plan.secret_env:
+        head += f"\n# secrets from the submitting environment: {', '.join(plan.secret_env)}"
     return f"{head}\n{plan.payload['script']}"
 
 
