@@ -29,6 +29,16 @@ def slurm_conf(devstack, monkeypatch):
     return devstack["SLURM_CONF"]
 
 
+@pytest.fixture(autouse=True)
+def leave_no_job_behind(slurm_conf, home):
+    """A test that fails midway must not leave a step waiting for its go file (or
+    sleeping) on the shared cluster: every job it recorded is cancelled at the end."""
+    yield
+    ids = [j.native_id for j in Store(home).list(limit=None) if j.native_id]
+    if ids:
+        commands.run(["scancel", *ids], check=False)
+
+
 def step(write, tmp_path: Path, sid: str, body: str, needs=(), splits: int | None = None):
     """A step whose job runs `body` in bash, in a folder all steps share."""
     out = tmp_path / "out"

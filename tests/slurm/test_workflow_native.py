@@ -23,6 +23,16 @@ def slurm_conf(devstack, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", devstack["SLURM_CONF"])
 
 
+@pytest.fixture(autouse=True)
+def leave_no_job_behind(slurm_conf, home):
+    """A test that fails midway must not leave a step waiting for its go file (or
+    sleeping) on the shared cluster: every job it recorded is cancelled at the end."""
+    yield
+    ids = [j.native_id for j in Store(home).list(limit=None) if j.native_id]
+    if ids:
+        commands.run(["scancel", *ids], check=False)
+
+
 def states(summary):
     return {s["id"]: s["state"] for s in summary["steps"]}
 
