@@ -7,6 +7,7 @@ advances every job about ten times a second and archives finished jobs after the
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections import Counter
@@ -32,7 +33,11 @@ class World:
         self.secrets: dict[str, str] = {}
         self.pull_secrets: dict[str, dict[str, Any]] = {}
         self.calls: Counter[str] = Counter()  # "METHOD /route/template" -> requests served
-        self._slots = 0
+        # Each job's workers get loopback addresses from its slot (sandbox.job_addresses).
+        # Emulators of other checkouts share this host's 127.0.0.0/8: starting at a random
+        # slot keeps two of them from giving live jobs the same addresses (and the same
+        # MASTER_PORT on them).
+        self._slots = random.randrange(37_500)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="lepton-emulator-loop", daemon=True)
 
