@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 import psutil
@@ -28,3 +29,11 @@ def job_processes(job_id: str) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
+
+
+def free_port() -> int:
+    """A port nothing listens on now. Jobs that rendezvous on this host take one each:
+    another checkout's suite may run the same job at the same moment."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

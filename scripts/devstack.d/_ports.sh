@@ -50,6 +50,7 @@ devstack_port() {
   fi
   mkdir -p "$devstack_claims_dir"
   port=$(
+    exec 9>"$devstack_claims_dir/lock"
     flock 9
     python3 - "$count" "$devstack_claims_dir/claims" "$state" <<'PY'
 import os, random, socket, sys
@@ -85,7 +86,7 @@ with open(claims + ".tmp", "w") as out:
 os.replace(claims + ".tmp", claims)
 print(first)
 PY
-  ) 9>"$devstack_claims_dir/lock" || return 1
+  ) || return 1
   devstack_port_set "$state" "$name" "$port"
   echo "$port"
 }

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROGRAMS, dedent, needs_sky
+from helpers import free_port
 
 # SkyPilot provisions an allocation and installs its runtime on it: about 40 s per launch
 # on a quiet machine, much more when the 2 cores are shared.
@@ -34,7 +35,8 @@ def skycli(cli, skystack):
     return run
 
 
-def job_file(path: Path, cluster: str, body: str) -> Path:
+def job_file(path: Path, cluster: str, body: str, master_port: int | None = None) -> Path:
+    port = f"  master_port: {master_port}\n" if master_port else ""
     path.write_text(
         dedent(body)
         + dedent(
@@ -45,6 +47,7 @@ def job_file(path: Path, cluster: str, body: str) -> Path:
               cluster_name: {cluster}
             """
         )
+        + port
     )
     return path
 
@@ -163,6 +166,7 @@ def test_the_raw_torchrun_line_runs_two_nodes_and_a_list_stays_literal(skycli, c
           PATH: {Path(sys.executable).parent}:$PATH
           OMP_NUM_THREADS: 1
         """,
+        master_port=free_port(),
     )
     dry = skycli("run", str(path), "--dry-run")
     assert dry.rc == 0, dry.err
