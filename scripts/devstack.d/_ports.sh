@@ -31,8 +31,11 @@ import socket, sys
 first, count = int(sys.argv[1]), int(sys.argv[2])
 for port in range(first, first + count):
     with socket.socket() as s:
+        # As the daemons bind: connections of a stopped server left in TIME_WAIT do not
+        # make its port taken, a listener on 0.0.0.0 or 127.0.0.1 does.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("0.0.0.0", port))  # also fails when 127.0.0.1:port is taken
+            s.bind(("0.0.0.0", port))
         except OSError:
             sys.exit(1)
 PY
@@ -67,6 +70,7 @@ taken = {p for first, n, _ in held for p in range(int(first), int(first) + int(n
 
 def free(port):
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("0.0.0.0", port))
             return True
