@@ -42,7 +42,7 @@ def test_up_serves_a_workspace_and_down_stops_only_it(tmp_path, home):
     assert not (state / "lepton.env").exists()
     assert sorted(os.listdir(state)) == ["lepton"]
     status = subprocess.run([str(SCRIPT), "status", str(state)], capture_output=True, text=True)
-    assert status.returncode == 1 and "stopped" in status.stdout
+    assert status.returncode == 1 and "lepton emulator down" in status.stdout
 
 
 def test_the_devstack_emulator_answers_the_sdk(devstack):
