@@ -17,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from anylaunch import automodel, interpolate, limits, overrides
+from anylaunch.backends.base import names as backend_names
 from anylaunch.errors import ConfigError
 from anylaunch.pins import Pins
 from anylaunch.spec import BACKENDS, JobSpec, section_model
@@ -181,8 +182,9 @@ def route(spec: JobSpec, backend: str | None = None) -> str:
 
 def job_size(spec: JobSpec, backend: str) -> tuple[int, int, KeyPath]:
     """(nodes, ranks per node, where the node count is written) of a spec on a backend."""
-    section = getattr(spec, backend)
-    node_word, rank_word = SIZE_WORDS[backend]
+    # A backend without a section of its own (a registered one) reads the neutral keys.
+    section = getattr(spec, backend) if backend in SIZE_WORDS else None
+    node_word, rank_word = SIZE_WORDS.get(backend, ("nodes", "gpus_per_node"))
     nodes = spec.nodes or (section_size(backend, section, node_word) if section else None)
     ranks = spec.gpus_per_node or (section_size(backend, section, rank_word) if section else None)
     key: KeyPath = ("nodes",) if spec.nodes or not nodes else (backend, node_word)
@@ -215,11 +217,12 @@ def _check_file_size(file: str, nbytes: int) -> None:
 
 def _pick(spec: JobSpec, backend: str | None) -> str:
     if backend is not None:
-        if backend not in BACKENDS:
+        known = backend_names()
+        if backend not in known:
             raise ConfigError(
                 f"unknown backend '{backend}'",
                 file="--backend",
-                fix=f"use one of: {', '.join(BACKENDS)}{_did_you_mean(backend, BACKENDS)}",
+                fix=f"use one of: {', '.join(known)}{_did_you_mean(backend, known)}",
             )
         return backend
     present = spec.sections()

@@ -16,6 +16,7 @@ plan's node count and the reading and masking of logs, and the secret values han
 from __future__ import annotations
 
 import importlib
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -172,26 +173,51 @@ class ArraySubmission(Protocol):
         ...
 
 
+# The registry: a backend's name -> "module:Class", imported only when first used, so
+# that `--help` pays for none of them. Adding a backend to anylaunch is one line here.
 _REGISTRY = {
     "local": "anylaunch.backends.local.backend:LocalBackend",
     "lepton": "anylaunch.backends.lepton.backend:LeptonBackend",
     "slurm": "anylaunch.backends.slurm.backend:SlurmBackend",
     "skypilot": "anylaunch.backends.skypilot.backend:SkyPilotBackend",
 }
+# A backend that lives outside the package (a plugin, a test) is one entry in this
+# variable instead: "name=module:Class", several separated by commas.
+ENV_VAR = "ANYLAUNCH_BACKENDS"
 
 
 def register(name: str, target: str) -> None:
-    """Make a backend available as `name`: `target` is "module:Class", imported only
-    when the backend is first used. The four built-in backends are the lines above; a
-    backend shipped elsewhere (a plugin, a test) adds itself with one call."""
+    """Make a backend available as `name` in this process (`target`: "module:Class")."""
     _REGISTRY[name] = target
 
 
-def get_backend(name: str) -> Backend:
-    """Import a backend only when it is used: `--help` must not pay for any of them."""
+def names() -> list[str]:
+    """Every backend that can be used: the built-in ones, then the registered ones."""
+    return list(_targets())
+
+
+def _targets() -> dict[str, str]:
     from anylaunch.errors import UsageError
 
-    target = _REGISTRY.get(name)
+    found = dict(_REGISTRY)
+    for item in os.environ.get(ENV_VAR, "").split(","):
+        name, sep, target = item.strip().partition("=")
+        if not item.strip():
+            continue
+        if not (sep and name and ":" in target):
+            raise UsageError(
+                f"{ENV_VAR}: '{item.strip()}' is not name=module:Class"
+                f" — fix it (e.g. toy=mypackage.backend:ToyBackend) or unset {ENV_VAR}"
+            )
+        found[name] = target
+    return found
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called `name`, its module imported now."""
+    from anylaunch.errors import UsageError
+
+    target = _targets().get(name)
     if target is None:
         raise UsageError(
             f"the {name} backend is not available in this version — use --backend local",

@@ -1,13 +1,20 @@
-"""The backends this version ships, by name: the one list that job files, command
-arguments, `--json` schemas and the dashboard are checked against.
+"""The backends this version ships, by name: the list job files' sections and the
+dashboard's filter are checked against.
 
 Each name has a folder `anylaunch/backends/<name>/` and a line in the registry
-(`base.get_backend`), which imports the folder only when the backend is used.
+(`base._REGISTRY`), which imports the folder only when the backend is used. A backend
+registered from outside the package (`base.register`, ANYLAUNCH_BACKENDS) has a name
+outside this list, so command arguments and `--json` outputs carry a backend's name as
+a string, checked against the registry when a job is routed.
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated
 
-BackendName = Literal["local", "slurm", "skypilot", "lepton"]
-BACKENDS: tuple[str, ...] = get_args(BackendName)
+from pydantic import Field
+
+BACKENDS: tuple[str, ...] = ("local", "slurm", "skypilot", "lepton")
+BackendName = Annotated[
+    str, Field(description="local, slurm, skypilot, lepton, or a registered backend's name")
+]

@@ -1,0 +1,134 @@
+"""A toy backend: every node of a job is a process on this machine.
+
+It shows what a backend needs and no more: it subclasses `Backend`, lives in this one
+file, and is made available with one registry line, here given in the environment:
+
+    ANYLAUNCH_BACKENDS=toy=toybackend.backend:ToyBackend
+
+It has no section of its own in the job file: it reads the neutral keys (command,
+nodes, env). `submit` starts a small supervisor in its own session that starts the
+nodes, waits for them and writes their exit codes; `poll` reads that file, `cancel`
+stops the session, `logs` says where each node's log is. What every backend shares
+(recording, attempts, secrets, `--node`, masking) the API does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from anylaunch.backends.base import Backend, LogSource, Observation, PlanContext
+from anylaunch.plan import Plan, check_runnable
+from anylaunch.spec import JobSpec
+from anylaunch.state import State
+from anylaunch.store import JobRecord, Store
+
+RESULT = "result.json"
+
+
+class ToyBackend(Backend):
+    name = "toy"
+
+    def prepare(
+        self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
+    ) -> PlanContext:
+        return PlanContext(job_id=job_id, job_dir=job_dir)
+
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+        check_runnable(spec, self.name)
+        env = {**spec.public_env(), "ANYLAUNCH_JOB_ID": ctx.job_id}
+        return Plan(
+            backend=self.name,
+            job_id=ctx.job_id,
+            name=spec.name or ctx.job_id,
+            job_dir=ctx.job_dir,
+            nodes=spec.nodes or 1,
+            payload={"argv": list(spec.command), "env": env},
+            secret_env=sorted(spec.secret_env()),
+        )
+
+    def describe(self, plan: Plan) -> str:
+        return f"# {plan.nodes} node(s), each: {shlex.join(plan.payload['argv'])}"
+
+    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+        logs = Path(plan.job_dir) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **plan.payload["env"], **secrets}  # secrets: never on disk
+        proc = subprocess.Popen(
+            [sys.executable, __file__, plan.job_dir, str(plan.nodes), *plan.payload["argv"]],
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        started = psutil.Process(proc.pid).create_time()
+        return str(proc.pid), {"started": started}
+
+    def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
+        out = {}
+        for job in jobs:
+            result = Path(job.job_dir) / RESULT
+            if result.exists():
+                codes = json.loads(result.read_text())
+                failed = [c for c in codes if c != 0]
+                state = State.FAILED if failed else State.SUCCEEDED
+                out[job.id] = Observation(state, failed[0] if failed else 0)
+            elif job.native_id and _alive(job):
+                out[job.id] = Observation(State.RUNNING)
+            elif job.native_id:
+                out[job.id] = Observation(State.FAILED, detail="ended without a result")
+        return out
+
+    def cancel(self, job: JobRecord) -> None:
+        """Stop the job's session and wait for its supervisor to end (the next poll then
+        sees it gone, which the API records as CANCELLED)."""
+        if not (job.native_id and _alive(job)):
+            return
+        supervisor = psutil.Process(int(job.native_id))
+        os.killpg(supervisor.pid, signal.SIGTERM)
+        try:
+            supervisor.wait(timeout=10)
+        except psutil.TimeoutExpired:
+            os.killpg(supervisor.pid, signal.SIGKILL)
+            supervisor.wait(timeout=10)
+
+    def logs(self, job: JobRecord) -> Iterator[LogSource]:
+        for node in range(int(job.plan.get("nodes", 1))):
+            yield LogSource(node=node, path=str(Path(job.job_dir) / "logs" / f"node-{node}.log"))
+
+
+def _alive(job: JobRecord) -> bool:
+    """The supervisor still runs (the same process: a reused pid has another start time)."""
+    try:
+        proc = psutil.Process(int(job.native_id or 0))
+        same = abs(proc.create_time() - float(job.meta.get("started", 0))) < 0.01
+        return same and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _supervise(job_dir: str, nodes: int, argv: list[str]) -> None:
+    """Start every node, wait for all, write their exit codes (last, all at once)."""
+    procs = []
+    for node in range(nodes):
+        log = open(Path(job_dir) / "logs" / f"node-{node}.log", "ab")  # noqa: SIM115
+        env = {**os.environ, "NODE_RANK": str(node), "NNODES": str(nodes)}
+        procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT))
+    codes = [proc.wait() for proc in procs]
+    partial = Path(job_dir) / f"{RESULT}.part"
+    partial.write_text(json.dumps(codes))
+    partial.replace(Path(job_dir) / RESULT)
+
+
+if __name__ == "__main__":
+    _supervise(sys.argv[1], int(sys.argv[2]), sys.argv[3:])
