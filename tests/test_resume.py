@@ -24,7 +24,7 @@ def test_a_job_killed_mid_write_of_checkpoint_3_resumes_from_checkpoint_2(cli, w
     assert first.rc == 1
     run = first.json()
     assert (ckpt / "step_3").is_dir() and not (ckpt / "step_3" / ".complete").exists()
-    retried = cli("retry", run["run"], "--failed", "--json")
+    retried = cli("retry", run["id"], "--failed", "--json")
     assert retried.rc == 0, retried.err
     second = retried.json()["splits"][0]["attempts"][1]
     log = cli("logs", second["id"]).out

@@ -28,13 +28,13 @@ def test_retry_reruns_only_the_failed_split_and_the_run_succeeds(cli, write, tmp
     failed_job = run["splits"][2]["attempts"][0]["id"]
     assert "split=2 value=gamma" in cli("logs", failed_job).out
 
-    retried = cli("retry", run["run"], "--failed", "--json")
+    retried = cli("retry", run["id"], "--failed", "--json")
     assert retried.rc == 0, retried.err
     after = retried.json()
     assert after["state"] == "SUCCEEDED"
     assert [len(s["attempts"]) for s in after["splits"]] == [1, 1, 2, 1]
     second = after["splits"][2]["attempts"][1]
-    assert second["split_id"] == 2 and second["run_id"] == run["run"]
+    assert second["split_id"] == 2 and second["run_id"] == run["id"]
     assert "split=2 value=gamma" in cli("logs", second["id"]).out
     # Only split 2 ran again: the others keep their single job.
     assert len(cli("ps", "--json").json()) == 5
@@ -44,9 +44,11 @@ def test_a_run_detaches_and_status_shows_its_splits(cli, write):
     path = write("launcher: none\nsplits: 3\ncommand: [bash, -c, 'echo $SPLIT_ID']\n")
     started = cli("run", str(path), "--detach", "--json")
     assert started.rc == 0
-    run_id = started.json()["run"]
+    run_id = started.json()["id"]
+    assert started.json()["kind"] == "run"
     status = cli("status", run_id[:5], "--json").json()
-    assert status["run"] == run_id and [s["split_id"] for s in status["splits"]] == [0, 1, 2]
+    assert status["id"] == run_id and status["kind"] == "run"
+    assert [s["split_id"] for s in status["splits"]] == [0, 1, 2]
     nothing = cli("retry", run_id, "--failed", "--json")
     assert nothing.rc == 0
 

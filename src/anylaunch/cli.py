@@ -361,7 +361,7 @@ def status(job_id: str, as_json: bool) -> None:
         return
     if "run" in summary:
         click.echo(
-            f"run {summary['run']} {summary['state']} ({summary['backend']},"
+            f"run {summary['id']} {summary['state']} ({summary['backend']},"
             f" {len(summary['splits'])} splits)"
         )
         for split in summary["splits"]:
@@ -550,9 +550,10 @@ def diagnose(job_id: str | None, log_file: str | None, as_json: bool) -> None:
         from anylaunch import api
 
         assert job_id is not None  # exactly one of JOB and --log, checked above
-        result = api.get(job_id).diagnose()
+        job = api.get(job_id)
+        job_id, result = job.id, job.diagnose()
     if as_json:
-        _emit_json(result.to_json())  # the object ops.diagnose returns
+        _emit_json(result.to_json(job_id))  # the object ops.diagnose returns
         return
     click.echo(
         f"{result.code} ({result.err_class}, {'retryable' if result.retryable else 'not retryable'})"
@@ -688,7 +689,9 @@ def main() -> None:
         cli.main(standalone_mode=False)
     except click.UsageError as exc:
         if "--json" in sys.argv[1:]:
-            _emit_json({"error": {"code": "USAGE", "message": exc.format_message()}})
+            from anylaunch.errors import error_json
+
+            _emit_json(error_json("USAGE", exc.format_message()))
         else:
             exc.show()
         sys.exit(EXIT_USAGE)

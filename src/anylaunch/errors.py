@@ -24,7 +24,7 @@ class AnylaunchError(Exception):
             self.code = code
 
     def to_json(self) -> dict:
-        return {"error": {"code": self.code, "message": self.message}}
+        return error_json(self.code, self.message)
 
 
 class ConfigError(AnylaunchError):
@@ -89,3 +89,8 @@ class SubmitOutcomeUnknown(BackendError):
     """
 
     code = "SUBMIT_OUTCOME_UNKNOWN"
+
+
+def error_json(code: str, message: str) -> dict:
+    """What `--json` prints for a command that failed (and an MCP tool error carries)."""
+    return {"id": None, "kind": "error", "error": {"code": code, "message": message}}

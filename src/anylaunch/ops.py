@@ -88,7 +88,8 @@ def dry_run(args: inputs.DryRunArgs) -> dict[str, Any]:
 
     spec = load(args)
     name = route(spec, args.backend)
-    return {"backend": name, "plan": api.dry_run(spec, name).model_dump(mode="json")}
+    plan = api.dry_run(spec, name).model_dump(mode="json")
+    return {"id": None, "kind": "job", "dry_run": True, "backend": name, "plan": plan}
 
 
 def start(args: inputs.RunArgs, *, warn: Callable[[Check], None] | None = None) -> api.Job | str:
@@ -130,7 +131,8 @@ def preflight(args: inputs.PreflightArgs) -> dict[str, Any]:
     from anylaunch.preflight import failed
 
     checks = api.checks(load(args), args.backend, deep=True)
-    return {"checks": [c.to_json() for c in checks], "ok": not failed(checks)}
+    checks_json = [c.to_json() for c in checks]
+    return {"id": None, "kind": "preflight", "checks": checks_json, "ok": not failed(checks)}
 
 
 # -- jobs -----------------------------------------------------------------------------
@@ -186,7 +188,7 @@ def logs(args: inputs.LogsArgs) -> dict[str, Any]:
     if args.tail is not None:
         lines = text.splitlines(keepends=True)
         text = "".join(lines[-args.tail :] if args.tail else [])
-    return {"id": job.id, "node": args.node, "text": text, "offset": len(whole)}
+    return {"id": job.id, "kind": "logs", "node": args.node, "text": text, "offset": len(whole)}
 
 
 def wait(args: inputs.WaitArgs) -> dict[str, Any]:
@@ -197,7 +199,8 @@ def wait(args: inputs.WaitArgs) -> dict[str, Any]:
 
 
 def diagnose(args: inputs.JobRef) -> dict[str, Any]:
-    return api.get(args.job_id).diagnose().to_json()
+    job = api.get(args.job_id)
+    return job.diagnose().to_json(job.id)
 
 
 def cancel(args: inputs.CancelArgs, *, note: Note | None = None) -> Any:

@@ -41,7 +41,8 @@ class RunView:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "run": self.id,
+            "id": self.id,
+            "kind": "run",
             "state": self.state.value,
             "backend": self.backend,
             "splits": splits_json(self.splits),

@@ -158,6 +158,7 @@ class JobRecord:
         """The stable `--json` shape of a job (contract: id, state, backend, native_id, exit_code)."""
         return {
             "id": self.id,
+            "kind": "job",
             "name": self.name,
             "state": self.state.value,
             "backend": self.backend,

@@ -53,4 +53,7 @@ def test_the_devstack_emulator_answers_the_sdk(devstack):
         devstack["LEPTON_AUTH_TOKEN"],
         workspace_url=devstack["LEPTON_WORKSPACE_URL"],
     )
-    assert [v["type"] for v in sdk.get_volumes("h100-pool")] == ["Filestore", "Lustre"]
+    volumes = sdk.get_volumes("h100-pool")
+    assert [v["type"] for v in volumes] == ["Filestore", "Lustre"]
+    # The API says only "nfs": the filesystem is read from the name, and said to be.
+    assert all(v["type_guessed"] and v["kind"] == "volume" for v in volumes)

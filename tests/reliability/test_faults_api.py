@@ -100,7 +100,7 @@ def test_fifty_submissions_under_thirty_percent_faults_make_exactly_fifty_jobs(
     # Status, ps and logs under the same faults, until every split has succeeded.
     deadline = time.monotonic() + 150
     while True:
-        status = cli("status", run["run"], "--json")
+        status = cli("status", run["id"], "--json")
         assert status.returncode == 0, status.stderr
         view = load_json(status.stdout)
         if view["state"] == "SUCCEEDED" or time.monotonic() > deadline:

@@ -27,7 +27,7 @@ def test_a_split_killed_mid_checkpoint_resumes_from_the_last_complete_one(
     first = cli("run", str(path), "--json", env=env, timeout=180)
     assert first.rc == 1, first.err
     run = first.json()
-    retried = cli("retry", run["run"], "--failed", "--json", env=env, timeout=180)
+    retried = cli("retry", run["id"], "--failed", "--json", env=env, timeout=180)
     assert retried.rc == 0, retried.err
     second = retried.json()["splits"][0]["attempts"][1]
     log = cli("logs", second["id"], env=env).out

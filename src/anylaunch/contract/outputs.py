@@ -21,10 +21,16 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Every object a command prints names what it is (`kind`) and which one (`id`, null
+# when it has no identity of its own: a dry run, a preflight, an error).
+NO_ID = "null: nothing is recorded"
+
+
 class JobSummary(_Out):
     """One job: the stable shape of `run --detach`, `ps` and `cancel`."""
 
     id: str = Field(description="anylaunch's job id (8 characters)")
+    kind: Literal["job"]
     name: str
     state: State
     backend: BackendName
@@ -62,7 +68,8 @@ class Split(_Out):
 class RunStatus(_Out):
     """A run of parallel splits: `status RUN`, `retry RUN --failed`, `run` of a split job."""
 
-    run: str
+    id: str = Field(description="the run id")
+    kind: Literal["run"]
     state: State
     backend: BackendName
     splits: list[Split]
@@ -82,6 +89,11 @@ class PlanOut(_Out):
 
 
 class DryRun(_Out):
+    """`run --dry-run`: the plan of one job; nothing is recorded."""
+
+    id: None = Field(description=NO_ID)
+    kind: Literal["job"]
+    dry_run: Literal[True]
     backend: str
     plan: PlanOut
 
@@ -94,12 +106,15 @@ class Check(_Out):
 
 
 class Preflight(_Out):
+    id: None = Field(description=NO_ID)
+    kind: Literal["preflight"]
     checks: list[Check]
     ok: bool = Field(description="false when a check failed (nothing may be submitted)")
 
 
 class Logs(_Out):
-    id: str
+    id: str = Field(description="the job id")
+    kind: Literal["logs"]
     node: int | None
     text: str = Field(description="the output; lines of several nodes start with [node N]")
     offset: int = Field(
@@ -125,6 +140,8 @@ class FirstFailure(_Out):
 
 
 class Diagnosis(_Out):
+    id: str | None = Field(description="the job id; null for `diagnose --log FILE`")
+    kind: Literal["diagnosis"]
     code: str = Field(description="the failure class, e.g. OOM_GPU, NCCL_TIMEOUT, USER_ERROR")
     err_class: str
     retryable: bool
@@ -145,13 +162,20 @@ class ErrorBody(_Out):
 class Error(_Out):
     """Any command that fails: with --json this is on stdout, and the exit status is 1 or 2."""
 
+    id: None = Field(description=NO_ID)
+    kind: Literal["error"]
     error: ErrorBody
     checks: list[Check] | None = Field(default=None, description="the failed preflight checks")
 
 
 class Shape(_Out):
+    id: str = Field(description="the shape id (what lepton.resource_shape takes)")
+    kind: Literal["shape"]
     cluster: str | None
-    gpu_type: str
+    gpu_type: str = Field(
+        description="the shape id again: the TAO SDK's name for it, not the GPU model"
+    )
+    accelerator_type: str | None = Field(description="the GPU model, as the API reports it")
     gpu_count: int
     instance_type: str
     cpu: float | None
@@ -162,9 +186,17 @@ class Shape(_Out):
 class Volume(_Out):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    id: str = Field(description="the volume as a mount's `from` names it")
+    kind: Literal["volume"]
     name: str | None
     from_path: str | None
-    type: str
+    type: str = Field(
+        description="Lustre or Filestore when guessed from the name or path (see"
+        " type_guessed), else the API's `from` (NFS, LOCAL, REMOTE)"
+    )
+    type_guessed: bool = Field(
+        description="true: the API does not say the filesystem; it was read from the name"
+    )
     from_: str = Field(alias="from")
     mount_path: str | None
     node_group_id: str | None

@@ -39,8 +39,11 @@ class Diagnosis:
     first_failure: dict[str, Any] | None = None
     inferred: bool = False  # from an exit code or signal alone, no message naming the cause
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, job_id: str | None = None) -> dict[str, Any]:
+        """`diagnose --json`: about job `job_id` (None for a log file read by itself)."""
         return {
+            "id": job_id,
+            "kind": "diagnosis",
             "code": self.code,
             "err_class": self.err_class,
             "retryable": self.retryable,

@@ -23,7 +23,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from anylaunch import ops
-from anylaunch.errors import AnylaunchError
+from anylaunch.errors import AnylaunchError, error_json
 from anylaunch.mcp.tools import BY_NAME, TOOLS, ToolSpec
 from anylaunch.redact import is_secret_name, mask
 
@@ -89,7 +89,7 @@ def _error(exc: BaseException, hidden: list[str]) -> types.CallToolResult:
     if isinstance(exc, AnylaunchError):
         body = exc.to_json()
     else:  # a bug of ours, or a library's: its kind and message, never a traceback
-        body = {"error": {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"}}
+        body = error_json("INTERNAL", f"{type(exc).__name__}: {exc}")
     body = _masked(body, hidden)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=_json_text(body))], is_error=True
@@ -144,7 +144,7 @@ def read_job_resource(uri: str) -> tuple[str, str]:
     if what == "plan":
         return "application/json", _json_text(job.record.plan)
     if what == "diagnosis":
-        return "application/json", _json_text(job.diagnose().to_json())
+        return "application/json", _json_text(job.diagnose().to_json(job.id))
     node = int(match["node"]) if match["node"] is not None else None
     return "text/plain", job.logs(node=node)
 
@@ -219,8 +219,7 @@ def build(*, read_only: bool = False) -> Server[Any]:
                 if params.name in BY_NAME
                 else f"no tool '{params.name}' — use one of: {', '.join(sorted(names))}"
             )
-            body = {"error": {"code": "READ_ONLY" if params.name in BY_NAME else "USAGE",
-                              "message": why}}  # fmt: skip
+            body = error_json("READ_ONLY" if params.name in BY_NAME else "USAGE", why)
             log.warning("tool %s refused", params.name)
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=_json_text(body))], is_error=True

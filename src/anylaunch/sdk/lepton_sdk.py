@@ -108,10 +108,16 @@ class LeptonSDK:
     def list_resource_shapes(self, node_group_id: str | None = None) -> dict[str, dict[str, Any]]:
         with self._client() as client:
             shapes = client.shapes(node_group_id)
+        # The TAO SDK's table keys each shape by its id and calls that id `gpu_type`
+        # ("gpu.8xh100-sxm"): kept for its callers, and said so. The accelerator model is
+        # the API's own field (leptonai api/v2/types/shape.py ShapeSpec.accelerator_type).
         return {
             s.shape_id: {
+                "id": s.shape_id,
+                "kind": "shape",
                 "cluster": s.spec.node_group_id or node_group_id,
                 "gpu_type": s.shape_id,
+                "accelerator_type": s.spec.accelerator_type,
                 "gpu_count": s.spec.accelerator_num or 0,
                 "instance_type": s.spec.accelerator_type or "cpu",
                 "cpu": s.spec.cpu,
@@ -128,12 +134,17 @@ class LeptonSDK:
         out = []
         for group in groups:
             for volume in group.spec.volumes:
+                kind, guessed = _volume_type(volume)
+                source = f"node-{volume.from_.lower()}:{volume.name}"
                 out.append(
                     {
+                        "id": source,
+                        "kind": "volume",
                         "name": volume.name,
                         "from_path": volume.from_path,
-                        "type": _volume_type(volume),
-                        "from": f"node-{volume.from_.lower()}:{volume.name}",
+                        "type": kind,
+                        "type_guessed": guessed,
+                        "from": source,
                         "mount_path": volume.default_mount_path,
                         "node_group_id": group.metadata.id,
                     }
@@ -342,12 +353,20 @@ def _readiness_issue(replica_id: str, events: list[wire.Event]) -> dict[str, str
     return None
 
 
-def _volume_type(volume: wire.Volume) -> str:
+def _volume_type(volume: wire.Volume) -> tuple[str, bool]:
+    """The filesystem kind the TAO SDK reports ("Lustre", "Filestore", ...), and whether
+    it is a guess.
+
+    The API does not say: a node group's volume only has `from` (local, remote or nfs;
+    leptonai api/v2/types/dedicated_node_group.py VolumeFrom). Lustre and Filestore are
+    read from the volume's name or path, and marked as guessed; otherwise the API's
+    `from` is all there is.
+    """
     text = f"{volume.name} {volume.from_path}".lower()
     for word, kind in (("lustre", "Lustre"), ("filestore", "Filestore")):
         if word in text:
-            return kind
-    return volume.from_.upper()
+            return kind, True
+    return volume.from_.upper(), False
 
 
 def _outputs(outputs: Sequence[str] | Mapping[str, str] | None, name: str) -> dict[str, str]:

@@ -66,7 +66,7 @@ def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
     events = masker.data(job.events(), names)
     diagnosis = None
     if record.state.terminal and record.state is not State.SUCCEEDED:
-        diagnosis = masker.data(job.diagnose().to_json(), names)
+        diagnosis = masker.data(job.diagnose().to_json(job.id), names)
     plan = dict(record.plan)
     files = plan.pop("files", {}) or {}
     return JobPage(

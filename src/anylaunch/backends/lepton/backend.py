@@ -451,7 +451,9 @@ def _ensure_ngc_secret(client: LeptonClient, plan: Plan, secrets: Mapping[str, s
                 name, registry=NGC_REGISTRY, username="$oauthtoken", password=key
             )
     except LeptonNotFound:
-        # The gateway has no image pull secret endpoint (it is unverified on DGXC): the
-        # job still names the secret; one made in the dashboard (Settings → Registry)
-        # works, and a missing one shows up as ERR_IMAGE_PULL naming NGC_KEY.
+        # The gateway has no such endpoint. The official SDK never makes a pull secret
+        # (a job only names them: api/v2/types/job.py image_pull_secrets), so the
+        # endpoint is a guess, and `describe` says so. The job still names the secret;
+        # one made in the dashboard (Settings → Registry) works, and a missing one shows
+        # up as ERR_IMAGE_PULL naming NGC_KEY.
         return

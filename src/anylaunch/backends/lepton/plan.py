@@ -249,4 +249,14 @@ def describe(plan: Plan) -> str:
         out.append(
             "# secrets created as workspace secrets at submit: " + ", ".join(plan.secret_env)
         )
+    pulls = body["spec"].get("image_pull_secrets") or []
+    if pulls and str(body["spec"]["container"].get("image") or "").startswith("nvcr.io/"):
+        # The official SDK only names pull secrets in a job; it has no call that makes
+        # one, so the endpoint used to make it from NGC_KEY is a guess: say so.
+        out.append(
+            f"# image pull secret {pulls[-1]}: made from NGC_KEY at submit when NGC_KEY is set"
+            " and the workspace lacks it, through POST /imagepullsecrets, an endpoint the official leptonai SDK"
+            " does not call (unverified); if it fails, create it in the dashboard"
+            " (Settings > Registry)"
+        )
     return "\n".join(out)

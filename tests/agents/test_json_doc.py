@@ -1,0 +1,48 @@
+"""docs/json.md says what `--json` prints; it is written from the output models, and
+real output carries the `id` and `kind` it promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from anylaunch.contract import jsondoc
+from anylaunch.contract.schemas import COMMANDS, command_schema
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "json.md"
+
+
+def test_json_doc_is_current_with_the_output_models():
+    assert DOC.read_text(encoding="utf-8") == jsondoc.render(), (
+        "docs/json.md is stale — run: python -m anylaunch.contract.jsondoc > docs/json.md"
+    )
+
+
+def test_every_object_a_command_prints_has_id_and_kind():
+    for command in COMMANDS:
+        document = command_schema(command)
+        objects = [document] if "properties" in document else []
+        objects += [
+            body
+            for body in document.get("$defs", {}).values()
+            if "kind" in body.get("properties", {})
+        ]
+        roots = [*document.get("anyOf", []), document.get("items", {})]
+        roots.append(document.get("additionalProperties") or {})
+        named = {r["$ref"].rsplit("/", 1)[-1] for r in roots if isinstance(r, dict) and "$ref" in r}
+        for name in named:
+            objects.append(document["$defs"][name])
+        for option in document.get("anyOf", []):
+            ref = (option.get("items") or {}).get("$ref")
+            if ref:
+                objects.append(document["$defs"][ref.rsplit("/", 1)[-1]])
+        assert objects, command
+        for body in objects:
+            assert {"id", "kind"} <= set(body["properties"]), (command, body.get("title"))
+
+
+def test_a_run_of_splits_prints_its_id_and_kind_run(cli, write):
+    path = write("launcher: none\nsplits: 2\ncommand: [bash, -c, 'exit 0']\n")
+    run = cli("run", str(path), "--json").json()
+    assert run["kind"] == "run" and run["id"] and "run" not in run
+    assert all(a["kind"] == "job" for s in run["splits"] for a in s["attempts"])
+    assert cli("status", run["id"], "--json").json()["id"] == run["id"]
