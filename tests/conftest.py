@@ -56,7 +56,7 @@ def check_json_output(args: tuple[str, ...], result: Result) -> None:
         return
     import jsonschema
 
-    is_error = isinstance(data, dict) and "error" in data and set(data) <= {"error", "checks"}
+    is_error = isinstance(data, dict) and data.get("kind") == "error"
     name = "error" if is_error else json_schema_name(args)
     if name not in _schemas:
         _schemas[name] = json.loads((SCHEMAS / f"{name}.json").read_text())
