@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from anylaunch import pending, reach, submission
@@ -56,7 +56,7 @@ def dry_run(spec: JobSpec, backend: str | None = None, *, store: Store | None = 
 
 def submit(
     spec: JobSpec,
-    backend: str | None = None,
+    backend: str | Backend | None = None,
     *,
     store: Store | None = None,
     run_id: str | None = None,
@@ -65,21 +65,24 @@ def submit(
 ) -> Job:
     """Record the job, then submit it; returns as soon as the backend accepted it.
 
-    `check` runs the quick preflight checks first (PreflightFailed, nothing stored);
-    the CLI runs them itself to print warnings, and passes False.
+    `backend` is a name, or a backend already built (one given its own credentials,
+    as `anylaunch.sdk.LeptonSDK` does). `check` runs the quick preflight checks first
+    (PreflightFailed, nothing stored); the CLI runs them itself to print warnings, and
+    passes False.
     """
     from anylaunch import config
 
     store = store or Store()
-    name = config.route(spec, backend)
+    built = backend if isinstance(backend, Backend) else None
+    name = config.route(spec, backend.name if isinstance(backend, Backend) else backend)
     spec = with_storage_env(spec)
     if check:
         submission.check(spec, name)
     jobs = [(split_id, new_id())]
-    batch = submission.render(get_backend(name), spec, store, jobs, run_id=run_id)
+    batch = submission.render(built or get_backend(name), spec, store, jobs, run_id=run_id)
     record = store.add(batch.records[0])
     submission.send(batch, store)
-    return Job(record, store)
+    return Job(record, store, built)
 
 
 def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
@@ -137,12 +140,15 @@ def with_storage_env(spec: JobSpec) -> JobSpec:
     return with_job_env(spec, os.environ)
 
 
-def get(job_id: str, *, store: Store | None = None) -> Job:
+def get(job_id: str, *, store: Store | None = None, backend: Backend | None = None) -> Job:
+    """A recorded job; `backend`, when given, is the one its cancel goes through."""
     store = store or Store()
-    return Job(store.get(job_id), store)
+    return Job(store.get(job_id), store, backend)
 
 
-def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
+def refresh(
+    records: Sequence[JobRecord], store: Store, built: Mapping[str, Backend] | None = None
+) -> list[JobRecord]:
     """Poll every live job with one backend call per backend; terminal jobs are never polled.
 
     Backends only report what they see (`Observation`); what they saw is written here,
@@ -154,7 +160,7 @@ def refresh(records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
         if not record.state.terminal:
             live.setdefault(record.backend, []).append(record)
     for backend, jobs in live.items():
-        impl = get_backend(backend)
+        impl = (built or {}).get(backend) or get_backend(backend)
         orphans = [
             j for j in jobs if j.native_id is None and not busy_elsewhere(j.meta.get("submitter"))
         ]
@@ -246,9 +252,10 @@ def _never_submitted(record: JobRecord, store: Store) -> None:
 class Job:
     """A submitted job: a handle on its row in the store and on its backend."""
 
-    def __init__(self, record: JobRecord, store: Store) -> None:
+    def __init__(self, record: JobRecord, store: Store, backend: Backend | None = None) -> None:
         self.record = record
         self._store = store
+        self._backend = backend  # built by the caller (own credentials); else by name
 
     @property
     def id(self) -> str:
@@ -269,7 +276,7 @@ class Job:
         """The current state, polling the backend if the job is still live."""
         record = self._reload()
         if not record.state.terminal:
-            refresh([record], self._store)
+            refresh([record], self._store, {self.backend: self._backend} if self._backend else None)
             stale = record.stale
             record = self._reload()
             record.stale = stale
@@ -329,7 +336,7 @@ class Job:
         if record.state.terminal:
             return record.state
         self._store.request_cancel(self.id)
-        impl = get_backend(self.backend)
+        impl = self._backend or get_backend(self.backend)
         record = self._reload()
         if record.native_id is None:
             # Being submitted by a live process (which stops it once submitted, see

@@ -5,6 +5,10 @@ get_volumes, get_storage_permissions, get_job_status, get_job_replicas, get_job_
 cancel, get_failure_analysis). Jobs made here are recorded in the anylaunch store like
 any other, so `anylaunch ps/logs/cancel` see them, and eviction resubmission applies.
 Every method that takes a job id accepts an anylaunch job id or a Lepton job id.
+
+The credentials are this object's: given to the constructor (the environment fills in
+only what is not given, read once), and handed to the backend it builds for each
+submit and cancel. No call changes `os.environ`.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 import httpx
 
 from anylaunch.backends.lepton import analysis
+from anylaunch.backends.lepton.backend import LeptonBackend
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.client import Credentials, LeptonClient
 from anylaunch.backends.lepton.rest.errors import LeptonAuthError
@@ -47,6 +52,17 @@ class LeptonSDK:
 
     def _client(self) -> LeptonClient:
         return LeptonClient(self.credentials)
+
+    def _backend(self) -> LeptonBackend:
+        """The Lepton backend on this SDK's credentials, whatever the environment says."""
+        return LeptonBackend(client_factory=self._client)
+
+    def _environ(self) -> dict[str, str]:
+        """What the preflight checks read: this process's environment (never changed)
+        with this SDK's credentials in place of any there."""
+        creds = self.credentials
+        given = {"LEPTON_WORKSPACE_ID": creds.workspace_id, "LEPTON_AUTH_TOKEN": creds.token}
+        return {**os.environ, **given, "LEPTON_WORKSPACE_URL": creds.url}
 
     # -- submit ---------------------------------------------------------------------
 
@@ -100,8 +116,12 @@ class LeptonSDK:
                 "lepton": {k: v for k, v in section.items() if v is not None},
             }
         )
-        with _credentials_env(self.credentials):
-            return api.submit(spec, "lepton").id
+        from anylaunch import preflight
+
+        checks = preflight.run(api.with_storage_env(spec), "lepton", environ=self._environ())
+        if preflight.failed(checks):
+            raise preflight.PreflightFailed(preflight.failed(checks))
+        return api.submit(spec, self._backend(), check=False).id
 
     # -- workspace ------------------------------------------------------------------
 
@@ -253,13 +273,12 @@ class LeptonSDK:
         from anylaunch.errors import JobNotFound
 
         try:
-            record = api.get(job_id)
+            job = api.get(job_id, backend=self._backend())
         except JobNotFound:
             with self._client() as client:
                 client.stop_job(job_id)
             return
-        with _credentials_env(self.credentials):
-            record.cancel()
+        job.cancel()
 
     def get_failure_analysis(self, job_id: str) -> dict[str, Any] | None:
         """Why the job failed or is stuck, with the fix; None when nothing is wrong."""
@@ -294,30 +313,6 @@ def _native(job_id: str) -> str:
     finally:
         store.close()
     return record.native_id or job_id
-
-
-class _credentials_env:
-    """Make the SDK's credentials the ones the backend reads, for one call."""
-
-    KEYS = ("LEPTON_WORKSPACE_ID", "LEPTON_AUTH_TOKEN", "LEPTON_WORKSPACE_URL")
-
-    def __init__(self, creds: Credentials) -> None:
-        self.values = dict(
-            zip(self.KEYS, (creds.workspace_id, creds.token, creds.url), strict=True)
-        )
-        self.saved: dict[str, str | None] = {}
-
-    def __enter__(self) -> None:
-        for key, value in self.values.items():
-            self.saved[key] = os.environ.get(key)
-            os.environ[key] = value
-
-    def __exit__(self, *_: object) -> None:
-        for key, value in self.saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _group_id(client: LeptonClient, wanted: str | None) -> str | None:
