@@ -31,6 +31,9 @@ class Plan(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)
     # Every environment variable passed to the job whose value is a secret, by name only.
     secret_env: list[str] = Field(default_factory=list)
+    # What the backend inferred instead of reading it from the platform: shown with the
+    # plan (dry run, --json), so a guess is never taken for a fact.
+    guesses: list[str] = Field(default_factory=list)
 
 
 def check_runnable(spec: JobSpec, backend: str) -> None:

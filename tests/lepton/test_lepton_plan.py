@@ -268,3 +268,24 @@ def test_the_shape_id_is_the_metadata_id_not_the_display_name(lcli, write):
     result = lcli("run", str(path), "--dry-run", "--json")
     assert result.rc == 0, result.err
     assert result.json()["plan"]["payload"]["spec"]["resource_shape"] == "gpu.4xh100-sxm"
+
+
+def test_what_the_plan_infers_is_labelled_a_guess_in_the_dry_run(lcli, write):
+    # The API says a volume is nfs, never which filesystem, and the official SDK has no
+    # call that makes an image pull secret: both are shown as guesses, never as facts.
+    path = write(
+        "image: nvcr.io/nvidia/pytorch:25.08-py3\ncommand: train\nlauncher: none\n"
+        "lepton: {gpu_count: 8, dedicated_node_group: h100-pool}\n"
+    )
+    env = {"NGC_KEY": "ngc-planted-key-77"}
+    guesses = lcli("run", str(path), "--dry-run", "--json", env=env).json()["plan"]["guesses"]
+    assert len(guesses) == 2
+    assert "node-nfs:lustre" in guesses[0] and "by its name" in guesses[0]
+    assert "anylaunch-ngc" in guesses[1] and "unverified" in guesses[1]
+    text = lcli("run", str(path), "--dry-run", env=env).out
+    assert text.count("# guess: ") == 2
+    chosen = write(
+        "image: python:3.12\ncommand: train\nlauncher: none\nlepton:\n  gpu_count: 8\n"
+        "  dedicated_node_group: h100-pool\n  mounts: ['/data:/mnt/data:lustre']\n"
+    )
+    assert lcli("run", str(chosen), "--dry-run", "--json").json()["plan"]["guesses"] == []

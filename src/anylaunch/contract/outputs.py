@@ -86,6 +86,9 @@ class PlanOut(_Out):
     payload: dict[str, Any] = Field(description="what the backend submits, in its own shape")
     files: dict[str, str] = Field(description="files written before submission: path -> text")
     secret_env: list[str] = Field(description="names of the secret environment variables")
+    guesses: list[str] = Field(
+        description="what the backend inferred rather than read from the platform"
+    )
 
 
 class DryRun(_Out):

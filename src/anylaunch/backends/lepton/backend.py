@@ -97,6 +97,7 @@ class LeptonBackend(Backend):
                 "shape": shape,
                 "node_group_id": group,
                 "mounts": mounts,
+                "guessed_mounts": section.mounts is None and bool(mounts),
                 "pull_secrets": pull,
             },
         )

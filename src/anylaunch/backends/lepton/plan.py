@@ -128,6 +128,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     payload = body.body()
     payload["spec"].setdefault("ttl_seconds_after_finished", 600)  # the SDK's default
     return Plan(
+        guesses=_guesses(payload, values),
         backend="lepton",
         job_id=ctx.job_id,
         name=payload["metadata"]["id"],
@@ -249,14 +250,30 @@ def describe(plan: Plan) -> str:
         out.append(
             "# secrets created as workspace secrets at submit: " + ", ".join(plan.secret_env)
         )
-    pulls = body["spec"].get("image_pull_secrets") or []
-    if pulls and str(body["spec"]["container"].get("image") or "").startswith("nvcr.io/"):
-        # The official SDK only names pull secrets in a job; it has no call that makes
-        # one, so the endpoint used to make it from NGC_KEY is a guess: say so.
+    out += [f"# guess: {guess}" for guess in plan.guesses]
+    return "\n".join(out)
+
+
+def _guesses(payload: dict[str, Any], values: dict[str, Any]) -> list[str]:
+    """What this plan took on trust rather than from the API."""
+    out = []
+    if values.get("guessed_mounts"):
+        # A node group's volume says only nfs/local/remote (the SDK's VolumeFrom), not
+        # which filesystem it is: lustre > filestore is read from the volume's name.
+        source = values["mounts"][0].get("from")
         out.append(
-            f"# image pull secret {pulls[-1]}: made from NGC_KEY at submit when NGC_KEY is set"
-            " and the workspace lacks it, through POST /imagepullsecrets, an endpoint the official leptonai SDK"
-            " does not call (unverified); if it fails, create it in the dashboard"
+            f"mounted {source}: chosen as the node group's fastest volume by its name"
+            " (lustre > filestore > first); the API does not say a volume's filesystem"
+            " — set lepton.mounts to choose"
+        )
+    pulls = payload["spec"].get("image_pull_secrets") or []
+    if pulls and str(payload["spec"]["container"].get("image") or "").startswith("nvcr.io/"):
+        # The official SDK only names pull secrets in a job; it has no call that makes
+        # one, so the endpoint that makes it from NGC_KEY is a guess.
+        out.append(
+            f"image pull secret {pulls[-1]} is made from NGC_KEY (when set) if the workspace"
+            " lacks it, through POST /imagepullsecrets, an endpoint the official leptonai"
+            " SDK does not call (unverified); if that fails, create it in the dashboard"
             " (Settings > Registry)"
         )
-    return "\n".join(out)
+    return out
