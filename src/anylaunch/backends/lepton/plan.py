@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from anylaunch import resume, runtime
@@ -254,7 +255,7 @@ def describe(plan: Plan) -> str:
     return "\n".join(out)
 
 
-def _guesses(payload: dict[str, Any], values: dict[str, Any]) -> list[str]:
+def _guesses(payload: dict[str, Any], values: Mapping[str, Any]) -> list[str]:
     """What this plan took on trust rather than from the API."""
     out = []
     if values.get("guessed_mounts"):
