@@ -149,3 +149,27 @@ def test_cancel_stops_every_replica(lcli, write, emulator):
     assert all(p is not None and p.poll() is not None for p in procs)
     status = LeptonSDK().get_job_status(job["id"])
     assert status["status"] == "Cancelled" and status["state"] == "Stopped"  # never Error
+
+
+def test_two_processes_polling_one_evicted_job_resubmit_it_once(lcli, write, emulator):
+    """Both read the job before either polled it (two `ps` at once): the first one's
+    claim of attempt 2 is stored, the second one's finds the native id moved on and
+    creates nothing."""
+    from anylaunch import api
+    from anylaunch.store import Store
+
+    emulator.add_fault(kind="evict", job="evict-me-*", after_s=0.5, count=1)
+    job = lcli("run", str(evicting_job(write, emulator)), "--detach", "--json").json()
+    first = wait_until(lambda: next(iter(emulator.world.jobs.values()), None), what="job")
+    wait_until(lambda: first.state == "Failed", what="the eviction")
+    one, two = Store(), Store()
+    seen_by_one, seen_by_two = one.list(limit=None), two.list(limit=None)
+    api.refresh(seen_by_one, one)
+    api.refresh(seen_by_two, two)
+    assert len(emulator.world.jobs) == 2  # attempt 1 and one attempt 2
+    assert seen_by_one[0].native_id == seen_by_two[0].native_id  # both see the same job
+    events = one.events(job["id"])
+    assert len([e for e in events if (e["detail"] or "").startswith("attempt 2")]) == 1
+    one.close()
+    two.close()
+    lcli("cancel", job["id"])
