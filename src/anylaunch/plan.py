@@ -8,7 +8,8 @@ every secret the job gets, from `env` or from the backend's own section, is name
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -18,7 +19,13 @@ if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
 
 
-class Plan(BaseModel):
+# A backend's payload: its own TypedDict (`SlurmPayload`, `LeptonPayload`, ...), so the
+# keys a backend reads back are the keys it wrote. A plan read back from the store, or
+# handled by code common to all backends, is a `Plan` of any payload.
+PayloadT = TypeVar("PayloadT", bound=Mapping[str, Any])
+
+
+class Plan(BaseModel, Generic[PayloadT]):
     backend: str
     job_id: str
     name: str
@@ -26,7 +33,7 @@ class Plan(BaseModel):
     # Nodes the job runs on: node logs are numbered 0..nodes-1 (`logs --node`).
     nodes: int = Field(ge=1)
     # What the backend submits, in its own shape: node processes, sbatch text, API JSON.
-    payload: dict[str, Any]
+    payload: PayloadT
     # Files written into the job directory before submission (relative path -> text).
     files: dict[str, str] = Field(default_factory=dict)
     # Every environment variable passed to the job whose value is a secret, by name only.

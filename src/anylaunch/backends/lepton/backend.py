@@ -24,6 +24,7 @@ from anylaunch.backends.base import (
 from anylaunch.backends.lepton import plan as lepton_plan
 from anylaunch.backends.lepton import resolve, states
 from anylaunch.backends.lepton.config import LeptonSection
+from anylaunch.backends.lepton.plan import LeptonPayload
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.errors import LeptonError, LeptonNotFound, LeptonUnavailable
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
@@ -102,21 +103,23 @@ class LeptonBackend(Backend):
             },
         )
 
-    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
         return lepton_plan.render(spec, ctx)
 
-    def describe(self, plan: Plan) -> str:
+    def describe(self, plan: Plan[LeptonPayload]) -> str:
         return lepton_plan.describe(plan)
 
     # -- side effects ---------------------------------------------------------------
 
-    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    def submit(
+        self, plan: Plan[LeptonPayload], secrets: Mapping[str, str]
+    ) -> tuple[str, dict[str, Any]]:
         with self._client() as client:
             _put_secrets(client, plan, secrets)
             try:
                 _ensure_ngc_secret(client, plan, secrets)
                 try:
-                    created = client.create_job(plan.payload)
+                    created = client.create_job(dict(plan.payload))
                 except LeptonUnavailable as exc:
                     # The POST may have reached the workspace before the answer was lost
                     # (or the name could not be looked up): the job may exist. Polls find
@@ -412,7 +415,9 @@ def _wants_ngc_secret(spec: JobSpec) -> bool:
     )
 
 
-def _put_secrets(client: LeptonClient, plan: Plan, secrets: Mapping[str, str]) -> None:
+def _put_secrets(
+    client: LeptonClient, plan: Plan[LeptonPayload], secrets: Mapping[str, str]
+) -> None:
     """Workspace secrets for the env entries the body refers to by name."""
     refs = {
         env["name"]: env["value_from"]["secret_name_ref"]
@@ -429,7 +434,7 @@ def _drop_job_secrets(client: LeptonClient, job: JobRecord) -> None:
     _drop_secrets(client, job.plan.get("payload") or {}, job.plan.get("secret_env") or [])
 
 
-def _drop_secrets(client: LeptonClient, payload: dict[str, Any], secret_env: list[str]) -> None:
+def _drop_secrets(client: LeptonClient, payload: Mapping[str, Any], secret_env: list[str]) -> None:
     """Delete the workspace secrets anylaunch made for this job (never the ones the job
     file names under lepton.secrets: those belong to the user)."""
     for env in (payload.get("spec") or {}).get("envs") or []:
@@ -438,7 +443,9 @@ def _drop_secrets(client: LeptonClient, payload: dict[str, Any], secret_env: lis
             client.delete_secret(ref)
 
 
-def _ensure_ngc_secret(client: LeptonClient, plan: Plan, secrets: Mapping[str, str]) -> None:
+def _ensure_ngc_secret(
+    client: LeptonClient, plan: Plan[LeptonPayload], secrets: Mapping[str, str]
+) -> None:
     """NGC_KEY -> an image pull secret for nvcr.io, made once per workspace."""
     key = _ngc_key(secrets)
     image = plan.payload["spec"]["container"].get("image") or ""

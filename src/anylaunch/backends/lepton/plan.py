@@ -11,7 +11,7 @@ import copy
 import json
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
@@ -35,7 +35,14 @@ LABEL_JOB_ID = "anylaunch-job-id"
 LABEL_ATTEMPT = "anylaunch-attempt"
 
 
-def render(spec: JobSpec, ctx: PlanContext) -> Plan:
+class LeptonPayload(TypedDict):
+    """The job body as the workspace API takes it (`wire.LeptonJob.body()`)."""
+
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+
+
+def render(spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
     section = spec.lepton or LeptonSection()
     values = ctx.values
     check_runnable(spec, "lepton")
@@ -126,7 +133,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
             queue_config=_queue(section),
         ),
     )
-    payload = body.body()
+    payload = cast(LeptonPayload, body.body())
     payload["spec"].setdefault("ttl_seconds_after_finished", 600)  # the SDK's default
     return Plan(
         guesses=_guesses(payload, values),
@@ -236,7 +243,7 @@ def for_attempt(payload: dict[str, Any], job_id: str, attempt: int) -> dict[str,
     return body
 
 
-def describe(plan: Plan) -> str:
+def describe(plan: Plan[LeptonPayload]) -> str:
     body = plan.payload
     script = body["spec"]["container"]["command"][-1]
     shown = copy.deepcopy(body)

@@ -30,6 +30,7 @@ from anylaunch.backends.base import (
     PlanContext,
 )
 from anylaunch.backends.local import plan as local_plan
+from anylaunch.backends.local.plan import LocalPayload
 from anylaunch.backends.local.proctree import job_processes, kill
 from anylaunch.errors import BackendError
 from anylaunch.plan import Plan
@@ -84,13 +85,15 @@ class LocalBackend(Backend):
             },
         )
 
-    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
         return local_plan.render(spec, ctx)
 
-    def describe(self, plan: Plan) -> str:
+    def describe(self, plan: Plan[LocalPayload]) -> str:
         return local_plan.describe(plan)
 
-    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    def submit(
+        self, plan: Plan[LocalPayload], secrets: Mapping[str, str]
+    ) -> tuple[str, dict[str, Any]]:
         job_dir = Path(plan.job_dir)
         (job_dir / "logs").mkdir(parents=True, exist_ok=True)
         if plan.payload.get("nsys_dir"):

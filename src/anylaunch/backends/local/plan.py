@@ -11,6 +11,9 @@ import shlex
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TypedDict
+
+from typing_extensions import NotRequired
 
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
@@ -26,7 +29,27 @@ RECIPE_FILE = "recipe.yaml"
 AGENT_FILE = "torchrun_agent.py"
 
 
-def render(spec: JobSpec, ctx: PlanContext) -> Plan:
+class LocalNode(TypedDict):
+    node_rank: int
+    argv: list[str]
+    env: dict[str, str]
+    log: str
+
+
+class LocalPayload(TypedDict):
+    """What the supervisor runs: one process per simulated node."""
+
+    workdir: str
+    kill_grace_s: float
+    nodes: list[LocalNode]
+    rdzv_release: NotRequired[str]  # node 0's agent holds the rendezvous until this exists
+    nsys_dir: NotRequired[str]
+    nsys_reports: NotRequired[str]
+    stage_in: NotRequired[list[str]]
+    stage_out: NotRequired[list[str]]
+
+
+def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
     values = ctx.values
     section = spec.local
     check_runnable(spec, "local")
@@ -69,7 +92,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     # has ended (see torchrun_agent.py).
     release = str(job_dir / "rendezvous-released")
     hold = spec.launcher == "torchrun" and rdzv.nnodes > 1
-    nodes = []
+    nodes: list[LocalNode] = []
     for rank in range(rdzv.nnodes):
         env = {
             **rdzv.node_env(rank, spec.launcher),
@@ -110,7 +133,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
         )
     if spec.launcher == "torchrun":
         files[AGENT_FILE] = _agent_source()
-    payload = {
+    payload: LocalPayload = {
         "workdir": values["workdir"],
         "kill_grace_s": section.kill_grace_s if section else 10.0,
         "nodes": nodes,
@@ -171,7 +194,7 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def describe(plan: Plan) -> str:
+def describe(plan: Plan[LocalPayload]) -> str:
     """The plan as a person reads it: one shell line per node."""
     out = []
     for node in plan.payload["nodes"]:

@@ -27,6 +27,7 @@ from anylaunch.backends.base import (
 )
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
 from anylaunch.backends.skypilot import task as sky_task
+from anylaunch.backends.skypilot.task import SkyPilotPayload
 from anylaunch.plan import Plan
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
@@ -70,7 +71,7 @@ class SkyPilotBackend(Backend):
             workdir = str(Path(spec.source).resolve().parent / workdir)
         return PlanContext(job_id=job_id, job_dir=job_dir, values={"workdir": workdir})
 
-    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[SkyPilotPayload]:
         rendered = sky_task.render(spec, ctx)
         task = rendered.payload["task"]
         # The splits of a run differ from the task the library last accepted in ways
@@ -81,7 +82,7 @@ class SkyPilotBackend(Backend):
             self._accepted = validate.Accepted(task, ctx.job_id)
         return rendered
 
-    def describe(self, plan: Plan) -> str:
+    def describe(self, plan: Plan[SkyPilotPayload]) -> str:
         payload = plan.payload
         if payload["mode"] == "managed":
             head = f"# sky jobs launch --name {plan.name} {sky_task.TASK_FILE}"
@@ -104,17 +105,20 @@ class SkyPilotBackend(Backend):
 
     # -- side effects ---------------------------------------------------------------------
 
-    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    def submit(
+        self, plan: Plan[SkyPilotPayload], secrets: Mapping[str, str]
+    ) -> tuple[str, dict[str, Any]]:
         job_dir = Path(plan.job_dir)
         job_dir.mkdir(parents=True, exist_ok=True)
         for rel, text in plan.files.items():
             (job_dir / rel).write_text(text)
         payload = plan.payload
         task_obj = sdk.task(payload["task"], {name: secrets[name] for name in plan.secret_env})
-        if payload["mode"] == "managed":
+        cluster = payload["cluster_name"]  # None exactly when managed
+        if payload["mode"] == "managed" or cluster is None:
             request = sdk.jobs_launch(task_obj, plan.name)
         else:
-            request = sdk.launch(task_obj, payload["cluster_name"])
+            request = sdk.launch(task_obj, cluster)
         return REQUEST + request, _launched(payload, request)
 
     def reconcile(self, jobs: Sequence[JobRecord]) -> Found:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 
@@ -31,7 +31,17 @@ RECIPE_ENV = "ANYLAUNCH_RECIPE"
 DEFAULT_IDLE_MINUTES = 10
 
 
-def render(spec: JobSpec, ctx: PlanContext) -> Plan:
+class SkyPilotPayload(TypedDict):
+    """The SkyPilot task and how it is launched."""
+
+    mode: str  # "managed" (sky jobs launch) or "cluster" (sky launch)
+    cluster_name: str | None
+    owns_cluster: bool
+    task: dict[str, Any]
+    checkpoint_dir: str | None
+
+
+def render(spec: JobSpec, ctx: PlanContext) -> Plan[SkyPilotPayload]:
     section = spec.skypilot or SkyPilotSection()
     _check(spec, section)
     values = ctx.values
@@ -72,7 +82,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     task["run"] = run
 
     cluster = None if managed else (section.cluster_name or f"{name}-{ctx.job_id}")[:63]
-    payload = {
+    payload: SkyPilotPayload = {
         "mode": "managed" if managed else "cluster",
         "cluster_name": cluster,
         "owns_cluster": not managed and not section.cluster_name,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext
 from anylaunch.backends.slurm import commands, parse, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
+from anylaunch.backends.slurm.plan import SlurmPayload
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.plan import Plan
 from anylaunch.preflight import Check
@@ -62,10 +63,12 @@ class SlurmBackend(Backend):
             job_dir = str(Path(_relative_to_job_file(spec, section.job_dir)) / job_id)
         return PlanContext(job_id=job_id, job_dir=job_dir, values=values)
 
-    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
         return slurm_plan.render(spec, ctx)
 
-    def plan_array(self, spec: JobSpec, splits: Sequence[tuple[int, PlanContext]]) -> Plan:
+    def plan_array(
+        self, spec: JobSpec, splits: Sequence[tuple[int, PlanContext]]
+    ) -> Plan[SlurmPayload]:
         """One script for many splits (`sbatch --array`), each split an anylaunch job."""
         first = splits[0][1]
         values_of = spec.split_values()
@@ -82,7 +85,7 @@ class SlurmBackend(Backend):
         values = {**first.values, "splits": rows}
         return slurm_plan.render(spec, PlanContext(first.job_id, first.job_dir, values))
 
-    def describe(self, plan: Plan) -> str:
+    def describe(self, plan: Plan[SlurmPayload]) -> str:
         return slurm_plan.describe(plan)
 
     def secret_values(self, spec: JobSpec) -> dict[str, str]:
@@ -97,19 +100,21 @@ class SlurmBackend(Backend):
 
     # -- side effects ---------------------------------------------------------------------
 
-    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    def submit(
+        self, plan: Plan[SlurmPayload], secrets: Mapping[str, str]
+    ) -> tuple[str, dict[str, Any]]:
         native = self._sbatch(plan, secrets)
         return native, {"requeue": plan.payload["requeue"], "array": False}
 
     def submit_array(
-        self, plan: Plan, secrets: Mapping[str, str]
+        self, plan: Plan[SlurmPayload], secrets: Mapping[str, str]
     ) -> list[tuple[str, dict[str, Any]]]:
         """Submit the array once; each split's native id is `<array id>_<split id>`."""
         base = self._sbatch(plan, secrets)
         meta = {"requeue": plan.payload["requeue"], "array": True, "array_job_id": base}
         return [(f"{base}_{s['split_id']}", meta) for s in plan.payload["splits"]]
 
-    def _sbatch(self, plan: Plan, secrets: Mapping[str, str]) -> str:
+    def _sbatch(self, plan: Plan[SlurmPayload], secrets: Mapping[str, str]) -> str:
         job_dirs = [s["job_dir"] for s in plan.payload["splits"]] or [plan.job_dir]
         for job_dir in job_dirs:
             # sbatch fails a job whose --output directory is missing (ExitCode 0:53).

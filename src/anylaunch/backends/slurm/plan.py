@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any, TypedDict
 
 from anylaunch import resume, runtime
 from anylaunch.backends.base import PlanContext
@@ -22,7 +23,22 @@ from anylaunch.storage import manifest
 SCRIPT_FILE = "sbatch.sh"
 
 
-def render(spec: JobSpec, ctx: PlanContext) -> Plan:
+class SlurmPayload(TypedDict):
+    """The sbatch script and how it is submitted."""
+
+    script: str
+    script_path: str
+    workdir: str
+    nodes: int
+    ntasks_per_node: int
+    launcher: str
+    world_size: int
+    requeue: bool
+    splits: list[dict[str, Any]]  # an array's tasks: split id, job id, folder, value
+    nsys_reports: str | None
+
+
+def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
     section = spec.slurm or SlurmSection()
     _check(spec, section)
     splits = [script.Split(**s) for s in ctx.values.get("splits", [])]
@@ -93,13 +109,13 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan:
     )
 
 
-def sbatch_argv(plan: Plan) -> list[str]:
+def sbatch_argv(plan: Plan[SlurmPayload]) -> list[str]:
     """How the script is submitted: secrets named in --export, their values in the environment."""
     export = ",".join(["ALL", *plan.secret_env])
     return ["sbatch", "--parsable", f"--export={export}", plan.payload["script_path"]]
 
 
-def describe(plan: Plan) -> str:
+def describe(plan: Plan[SlurmPayload]) -> str:
     """The script as it will be submitted, preceded by the sbatch command line."""
     head = f"# {shlex.join(sbatch_argv(plan))}"
     if plan.secret_env:
