@@ -22,7 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import psutil
 
@@ -35,6 +35,11 @@ from anylaunch.store import JobRecord, Store
 RESULT = "result.json"
 
 
+class ToyPayload(TypedDict):
+    argv: list[str]  # each node's command
+    env: dict[str, str]  # its environment (no secrets: they come to `submit` apart)
+
+
 class ToyBackend(Backend):
     name = "toy"
 
@@ -43,7 +48,7 @@ class ToyBackend(Backend):
     ) -> PlanContext:
         return PlanContext(job_id=job_id, job_dir=job_dir)
 
-    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan:
+    def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[ToyPayload]:
         check_runnable(spec, self.name)
         env = {**spec.public_env(), "ANYLAUNCH_JOB_ID": ctx.job_id}
         return Plan(
@@ -56,10 +61,12 @@ class ToyBackend(Backend):
             secret_env=sorted(spec.secret_env()),
         )
 
-    def describe(self, plan: Plan) -> str:
+    def describe(self, plan: Plan[ToyPayload]) -> str:
         return f"# {plan.nodes} node(s), each: {shlex.join(plan.payload['argv'])}"
 
-    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    def submit(
+        self, plan: Plan[ToyPayload], secrets: Mapping[str, str]
+    ) -> tuple[str, dict[str, Any]]:
         logs = Path(plan.job_dir) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **plan.payload["env"], **secrets}  # secrets: never on disk
