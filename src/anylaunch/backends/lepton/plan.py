@@ -262,7 +262,7 @@ def describe(plan: Plan[LeptonPayload]) -> str:
     return "\n".join(out)
 
 
-def _guesses(payload: dict[str, Any], values: Mapping[str, Any]) -> list[str]:
+def _guesses(payload: LeptonPayload, values: Mapping[str, Any]) -> list[str]:
     """What this plan took on trust rather than from the API."""
     out = []
     if values.get("guessed_mounts"):
