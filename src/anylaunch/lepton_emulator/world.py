@@ -35,8 +35,9 @@ class World:
         self.calls: Counter[str] = Counter()  # "METHOD /route/template" -> requests served
         # Each job's workers get loopback addresses from its slot (sandbox.job_addresses).
         # Emulators of other checkouts share this host's 127.0.0.0/8: starting at a random
-        # slot keeps two of them from giving live jobs the same addresses (and the same
-        # MASTER_PORT on them).
+        # slot keeps two of them from giving live jobs the same addresses. It does not keep
+        # their MASTER_PORT apart: torch's TCPStore listens on every address, so two
+        # multi-replica jobs running at the same moment on this host still meet on 29400.
         self._slots = random.randrange(37_500)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="lepton-emulator-loop", daemon=True)
