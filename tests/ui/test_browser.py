@@ -117,7 +117,7 @@ def test_run_grid_shows_splits_by_state_and_retry_resubmits_only_the_failed(ui, 
         """
     )
     result = cli("run", str(path), "--json")
-    run_id = result.json()["run"]
+    run_id = result.json()["id"]
     assert result.rc == 1  # split 1 failed
     page.goto(ui.url)
     page.locator(f'tr[data-run-id="{run_id}"]').get_by_role("link").click()
