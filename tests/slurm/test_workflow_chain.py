@@ -23,20 +23,8 @@ from anylaunch.store import JobRecord, Store
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def slurm_conf(devstack, monkeypatch):
-    monkeypatch.setenv("SLURM_CONF", devstack["SLURM_CONF"])
-    return devstack["SLURM_CONF"]
-
-
-@pytest.fixture(autouse=True)
-def leave_no_job_behind(slurm_conf, home):
-    """A test that fails midway must not leave a step waiting for its go file (or
-    sleeping) on the shared cluster: every job it recorded is cancelled at the end."""
-    yield
-    ids = [j.native_id for j in Store(home).list(limit=None) if j.native_id]
-    if ids:
-        commands.run(["scancel", *ids], check=False)
+# Every test here submits to the shared cluster: its jobs are cancelled at the end.
+pytestmark = pytest.mark.usefixtures("leave_no_job_behind")
 
 
 def step(write, tmp_path: Path, sid: str, body: str, needs=(), splits: int | None = None):
