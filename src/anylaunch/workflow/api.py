@@ -5,7 +5,7 @@ steps and splits one at a time (`execute_step`) the way agents do.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from anylaunch import api as jobs_api
@@ -39,10 +39,23 @@ class WorkflowRun:
     def state(self) -> str:
         return self.view().state
 
-    def wait(self, timeout: float | None = None, poll_interval: float = 2.0) -> str:
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll_interval: float = 2.0,
+        on_change: Callable[[str], None] | None = None,
+    ) -> str:
+        """Poll until the workflow ends (or `timeout` passes); its last state.
+        `on_change` hears a line each time a step's state changes."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        seen: dict[str, str] = {}
         while True:
-            state = self.state()
+            summary = self.status()
+            for step in summary["steps"]:
+                if seen.get(step["id"]) != step["state"] and on_change is not None:
+                    on_change(f"step {step['id']}: {step['state']}")
+                seen[step["id"]] = step["state"]
+            state = str(summary["state"])
             if state in engine.ENDED:
                 return state
             if deadline is not None and time.monotonic() >= deadline:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from anylaunch.store import Store
-from anylaunch.workflow import api, engine
+from anylaunch.workflow import api
 
 PREFIX = "wf-"
 
@@ -83,16 +83,4 @@ def lines(summary: dict[str, Any]) -> list[str]:
 
 def wait(workflow_id: str, on_change: Callable[[str], None] | None, poll_s: float = 2.0) -> str:
     """Follow a workflow to its end, printing each step's changes; its final state."""
-    import time
-
-    seen: dict[str, str] = {}
-    store = Store()
-    while True:
-        summary = api.get(workflow_id, store).status()
-        for step in summary["steps"]:
-            if seen.get(step["id"]) != step["state"] and on_change is not None:
-                on_change(f"step {step['id']}: {step['state']}")
-            seen[step["id"]] = step["state"]
-        if summary["state"] in engine.ENDED:
-            return str(summary["state"])
-        time.sleep(poll_s)
+    return api.get(workflow_id, Store()).wait(poll_interval=poll_s, on_change=on_change)
