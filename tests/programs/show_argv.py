@@ -3,4 +3,5 @@
 import json
 import sys
 
-print("ARGV " + json.dumps(sys.argv[1:]), flush=True)
+sys.stdout.write("ARGV " + json.dumps(sys.argv[1:]) + "\n")  # one write: lines never split
+sys.stdout.flush()
