@@ -12,6 +12,7 @@ runs every Slurm tool.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tempfile
 import time
@@ -60,6 +61,7 @@ def run(rounds: int = 3) -> list[Row]:
         for start in range(0, len(natives), 500):
             commands.run(["scancel", *natives[start : start + 500]], check=False)
         store.close()
+        shutil.rmtree(home, ignore_errors=True)  # held jobs, cancelled: nothing writes here
     return rows
 
 

@@ -3,12 +3,13 @@
 The devstack cluster's MaxArraySize (1,001 by default) refuses a 10,000-task array, and
 holding 10,000 tasks would swamp slurmctld on this machine, so the cluster is not used:
 
-- the array script is rendered by the Slurm backend (`plan_array`), as a submit does;
+- the array is rendered as a submit renders it (`splits.render`: every task's record,
+  spec and plan as stored, and the one array script), without sbatch;
 - a poll runs the backend's real `poll` through `commands.squeue`, with a `squeue` on
   PATH that prints a recorded-shape answer for every task (`JobID|ArrayJobID|
   ArrayTaskID|State|exit_code|Reason|`, as the real one prints for `--Format`), so the
   real parser reads 10,000 rows; every task is known, so no sacct is asked;
-- a retry of 100 failed tasks renders the array script for those 100 splits.
+- a retry of 100 failed tasks renders the array for those 100 splits.
 
 What this does not show: slurmctld's own time to answer squeue for 10,000 tasks.
 """
@@ -21,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from anylaunch import config
+from anylaunch import api, config, splits
 from anylaunch.backends.base import get_backend
 from anylaunch.backends.slurm import commands
 from anylaunch.state import State
@@ -32,6 +33,7 @@ GROUP = "scale: Slurm array"
 SIZES = (100, 1_000, 10_000)
 JOB = "name: bench-array\ncommand: python train.py\nlauncher: none\nsplits: {n}\nslurm: {{partition: gpu}}\n"
 ARRAY_JOB = "4242"
+RUN_ID = "benchrun"
 GOAL_MS = 1000.0
 
 
@@ -66,12 +68,11 @@ def _at(home: Path, size: int, answer: Path, rounds: int) -> Row:
 
     def plan(count: int) -> float:
         start = time.perf_counter()
-        contexts = [
-            (i, impl.prepare(spec, job_id, str(store.jobs_dir(job_id)), store, reserve=False))
-            for i, job_id in enumerate(ids[:count])
-        ]
-        impl.plan_array(spec, contexts)  # type: ignore[attr-defined]
-        return time.perf_counter() - start
+        run_spec = api.with_storage_env(spec)
+        batch = splits.render(run_spec, impl, store, RUN_ID, list(enumerate(ids[:count])))
+        took = time.perf_counter() - start
+        assert batch.array and len(batch.records) == count
+        return took
 
     answer.write_text(
         "".join(f"{ARRAY_JOB}_{i}|{ARRAY_JOB}|{i}|PENDING|0|JobHeldUser|\n" for i in range(size))
@@ -113,6 +114,7 @@ def _at(home: Path, size: int, answer: Path, rounds: int) -> Row:
         goal=f"1 squeue a poll; each ≤ {GOAL_MS / 1000:g} s",
         met=calls == 1 and max(p, q, r) <= GOAL_MS,
         note="simulated: squeue's answer recorded-shape, parsed by the real code; the"
-        f" script rendered as a submit does (no sbatch); median of {rounds}",
+        " run rendered as a submit does (splits.render: records and the array script; no"
+        f" sbatch); median of {rounds}",
         data={"size": size, "plan_ms": p, "poll_ms": q, "retry_ms": r, "calls": calls},
     )

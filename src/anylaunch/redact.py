@@ -23,6 +23,11 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+def masked_env(env: Mapping[str, str]) -> dict[str, str]:
+    """An environment as the store and the screen keep it: secret values replaced by `***`."""
+    return {k: (MASK if is_secret_name(k) else v) for k, v in env.items()}
+
+
 def mask(text: str, secrets: Iterable[str]) -> str:
     """Replace every occurrence of each secret value (longest first) with `***`."""
     for value in sorted({s for s in secrets if s and len(s) >= MIN_SECRET}, key=len, reverse=True):

@@ -26,7 +26,7 @@ from anylaunch.backends.known import BACKENDS
 from anylaunch.envvars import EnvVars
 from anylaunch.limits import check_command
 from anylaunch.mounts import Mount
-from anylaunch.redact import MASK, is_secret_name
+from anylaunch.redact import is_secret_name, masked_env
 from anylaunch.storage.uri import parse_s3, validate_location
 
 S3Location = Annotated[str, AfterValidator(lambda uri: str(parse_s3(uri)) and uri)]
@@ -269,5 +269,5 @@ class JobSpec(Strict):
     def redacted(self) -> dict[str, Any]:
         """The spec as JSON for the store: secret values replaced by `***`."""
         data = self.model_dump(mode="json", exclude_none=True)
-        data["env"] = {k: (MASK if is_secret_name(k) else v) for k, v in self.env.items()}
+        data["env"] = masked_env(self.env)
         return data

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -152,16 +152,27 @@ def render(
     """Render each (split id, job id) of a run: one array plan shared by all where the
     backend submits arrays, one plan each elsewhere. `recorded`: a resumed run's jobs."""
     return submission.render(
-        impl, spec, store, splits, run_id=run_id, recorded=recorded, array=True, per_job=with_split
-    )
+        impl, spec, store, splits, run_id=run_id, recorded=recorded, array=True,
+        per_job=split_env(spec),
+    )  # fmt: skip
+
+
+def split_env(spec: JobSpec) -> Callable[[int | None], dict[str, str]]:
+    """Each split's environment: the job's, with SPLIT_ID (and SPLIT_VALUE). It is all that
+    sets one split apart from another (a split also drops `splits`, see `with_split`)."""
+    values = spec.split_values()  # once for the run, not once per split
+
+    def env(split_id: int | None) -> dict[str, str]:
+        split_id = split_id or 0
+        out = {**spec.env, SPLIT_ENV: str(split_id)}
+        value = values[split_id] if split_id < len(values) else None
+        if value is not None:
+            out[VALUE_ENV] = value
+        return out
+
+    return env
 
 
 def with_split(spec: JobSpec, split_id: int | None) -> JobSpec:
     """The spec of one split: SPLIT_ID (and SPLIT_VALUE) in its environment, no `splits`."""
-    split_id = split_id or 0
-    env = {**spec.env, SPLIT_ENV: str(split_id)}
-    values = spec.split_values()
-    value = values[split_id] if split_id < len(values) else None
-    if value is not None:
-        env[VALUE_ENV] = value
-    return spec.model_copy(update={"env": env, "splits": None})
+    return spec.model_copy(update={"env": split_env(spec)(split_id), "splits": None})

@@ -513,7 +513,7 @@ class Store(WorkflowTables):
             self._db.execute("COMMIT")
 
     def jobs_dir(self, job_id: str) -> Path:
-        return self.root / "jobs" / job_id
+        return Path(f"{self.root}/jobs/{job_id}")  # one parse: a run asks once per split
 
     # -- writes ---------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from anylaunch.backends.base import ArraySubmission, Backend, PlanContext
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
+from anylaunch.redact import masked_env
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
@@ -77,34 +78,44 @@ def render(
     run_id: str | None = None,
     recorded: bool = False,
     array: bool = False,
-    per_job: Callable[[JobSpec, int | None], JobSpec] | None = None,
+    per_job: Callable[[int | None], dict[str, str]] | None = None,
 ) -> Batch:
     """Render each (split id, job id); nothing is stored or sent.
 
     `recorded`: the jobs are in the store already (a resumed run), so they count among
     their split's attempts. `array`: the jobs are the splits of one run, sent as one
-    native array where the backend can. `per_job` turns the spec into one job's spec
-    (a split's SPLIT_ID).
+    native array where the backend can. `per_job` gives one job's environment (a split's
+    SPLIT_ID); jobs then run the spec without `splits`.
     """
+    # The jobs of one submission differ only in their environment (split id, value,
+    # attempt): the spec is stored as JSON once, and each job's record gets its own env.
+    base = spec if per_job is None else spec.model_copy(update={"splits": None})
+    stored = base.redacted()
+    as_array = array and isinstance(impl, ArraySubmission)
     done = _attempts(store, run_id, [split_id for split_id, _ in jobs])
     values = impl.secret_values(spec)
-    rendered: list[tuple[int | None, PlanContext, JobSpec]] = []
+    rendered: list[tuple[int | None, PlanContext, JobSpec, dict[str, str]]] = []
     for split_id, job_id in jobs:
-        one = per_job(spec, split_id) if per_job else spec
-        if ATTEMPT_ENV not in one.env:  # the resume contract: which try this is
-            attempt = done[split_id] + (0 if recorded else 1)
-            one = one.model_copy(update={"env": {**one.env, ATTEMPT_ENV: str(attempt)}})
-        attempt = int(one.env[ATTEMPT_ENV])
+        env = per_job(split_id) if per_job else dict(base.env)
+        if ATTEMPT_ENV not in env:  # the resume contract: which try this is
+            env[ATTEMPT_ENV] = str(done[split_id] + (0 if recorded else 1))
+        attempt = int(env[ATTEMPT_ENV])
+        # An array renders one script from the run's spec (`plan_array`): its tasks need
+        # no spec of their own, their differences ride in their contexts.
+        one = base if as_array or env == base.env else base.model_copy(update={"env": env})
         ctx = impl.prepare(one, job_id, str(store.jobs_dir(job_id)), store)
-        # An array renders one script from the run's spec: each task's attempt rides along.
         ctx = PlanContext(ctx.job_id, ctx.job_dir, {**ctx.values, "attempt": attempt})
-        rendered.append((split_id, ctx, one))
-    as_array = array and isinstance(impl, ArraySubmission)
-    if array and isinstance(impl, ArraySubmission):
-        shared = impl.plan_array(spec, [(i or 0, ctx) for i, ctx, _ in rendered])
+        rendered.append((split_id, ctx, one, env))
+    if as_array and isinstance(impl, ArraySubmission):
+        shared = impl.plan_array(spec, [(i or 0, ctx) for i, ctx, _, _ in rendered])
         plans = [shared] * len(rendered)
+        # The array's plan holds every task: turned into JSON once, not once per task,
+        # or a run of N splits costs N times a plan that grows with N.
+        dumped = shared.model_dump(mode="json")
+        dumps = [dumped] * len(rendered)
     else:
-        plans = [impl.plan(one, ctx) for _, ctx, one in rendered]
+        plans = [impl.plan(one, ctx) for _, ctx, one, _ in rendered]
+        dumps = [plan.model_dump(mode="json") for plan in plans]
     planned = [
         Planned(
             JobRecord(
@@ -115,13 +126,13 @@ def render(
                 job_dir=ctx.job_dir,  # a backend may place it elsewhere (slurm.job_dir)
                 run_id=run_id,
                 split_id=split_id,
-                spec=one.redacted(),
-                plan=plan.model_dump(mode="json"),
+                spec={**stored, "env": masked_env(env)},
+                plan=dumped_plan,
             ),
             plan,
             secrets_for(plan, values),
         )
-        for (split_id, ctx, one), plan in zip(rendered, plans, strict=True)
+        for (split_id, ctx, _, env), plan, dumped_plan in zip(rendered, plans, dumps, strict=True)
     ]
     return Batch(impl, planned, as_array)
 

@@ -447,3 +447,17 @@ def test_a_container_works_in_the_jobs_folder_so_relative_checkpoints_stay_share
     # The resume step runs in the batch shell, whose working directory is the same folder.
     assert "checkpoints" in script.split("# The program of every task", 1)[0]
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+
+
+def test_array_index_lists_write_runs_as_ranges_and_keep_every_id():
+    from anylaunch.backends.slurm.script import array_ids
+
+    assert array_ids(list(range(10_000))) == "0-9999"
+    assert array_ids([0, 1, 5]) == "0,1,5"
+    assert array_ids([2, 3, 4, 7, 9, 10, 11, 12]) == "2-4,7,9-12"
+    ids = [0, 1, 2, 4, 6, 7, 8, 9, 30]
+    expanded = []
+    for part in array_ids(ids).split(","):
+        first, _, last = part.partition("-")
+        expanded += range(int(first), int(last or first) + 1)
+    assert expanded == ids

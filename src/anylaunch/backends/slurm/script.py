@@ -125,7 +125,7 @@ def sbatch_header(job: Job, output: str) -> list[str]:
     if s.exclusive:
         opts.append(("--exclusive", None))
     if job.splits:
-        spec = ",".join(str(split.split_id) for split in job.splits)
+        spec = array_ids([split.split_id for split in job.splits])
         if s.array_parallelism:
             spec += f"%{s.array_parallelism}"
         opts.append(("--array", spec))
@@ -141,6 +141,23 @@ def sbatch_header(job: Job, output: str) -> list[str]:
     ]
     lines += [f"#SBATCH {line}" for line in s.sbatch_lines]
     return lines
+
+
+def array_ids(ids: list[int]) -> str:
+    """`--array`'s index list, runs of three or more as ranges (`0-999,1003`): the line
+    of a 10,000-task array stays short."""
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i < len(ids) and ids[i] == ids[i - 1] + 1:
+            continue
+        first, last = ids[start], ids[i - 1]
+        if i - start >= 3:
+            parts.append(f"{first}-{last}")
+        else:
+            parts += [str(n) for n in ids[start:i]]
+        start = i
+    return ",".join(parts)
 
 
 def setup(job: Job) -> list[str]:
