@@ -123,15 +123,19 @@ def with_defaults(spec: JobSpec, environ: Mapping[str, str]) -> JobSpec:
         command = recipe_command(spec.recipe)
         if command:
             update["command"] = command
+    sections: dict[str, Any] = {}
     if spec.slurm is not None:
-        update["slurm"] = _slurm(spec)
+        sections["slurm"] = _slurm(spec)
         if spec.slurm.nsys_enabled or (spec.profile and spec.profile.nsys):
             profile = spec.profile or Profile()
             if not profile.nsys_args:
                 update["profile"] = profile.model_copy(update={"nsys_args": list(NSYS_ARGS)})
     if spec.skypilot is not None:
-        update["skypilot"] = _skypilot(spec, environ)
-    return spec.model_copy(update=update) if update else spec
+        sections["skypilot"] = _skypilot(spec, environ)
+    spec = spec.model_copy(update=update) if update else spec
+    for name, section in sections.items():
+        spec = spec.with_section(name, section)
+    return spec
 
 
 def _slurm(spec: JobSpec) -> Any:

@@ -18,23 +18,22 @@ from pydantic import ValidationError
 
 from anylaunch import automodel, interpolate, limits, overrides
 from anylaunch.backends.base import names as backend_names
+from anylaunch.backends.section import Sized
 from anylaunch.errors import ConfigError
 from anylaunch.pins import Pins
-from anylaunch.spec import BACKENDS, JobSpec, section_model
+from anylaunch.spec import JobSpec, section_model
 from anylaunch.yamlsrc import KeyPath, Located, format_path, parse, text_keys
 
-# Top-level keys the launcher owns; anything else is the training program's recipe.
+# Top-level keys the launcher owns, besides each backend's section (`launcher_keys`);
+# anything else is the training program's recipe.
 LAUNCHER_KEYS = frozenset(JobSpec.model_fields) - {"recipe", "source"}
 # `checkpoint:` is also an AutoModel recipe section, so the program keeps its copy.
 SHARED_WITH_RECIPE = frozenset({"checkpoint"})
 
-# Each platform's words for (nodes, ranks per node) in its section.
-SIZE_WORDS: dict[str, tuple[str, str]] = {
-    "local": ("nnodes", "nproc_per_node"),
-    "slurm": ("nodes", "ntasks_per_node"),
-    "skypilot": ("num_nodes", "accelerators"),
-    "lepton": ("num_nodes", "gpu_count"),
-}
+
+def launcher_keys() -> frozenset[str]:
+    """Every top-level key the launcher owns: its own and every backend's section."""
+    return LAUNCHER_KEYS | frozenset(backend_names())
 
 
 def load(
@@ -129,13 +128,14 @@ def from_located(
     data = overrides.apply(located, data, list(overrides_), fill)
     _check_top_level(located, data)
 
-    launcher_part = {k: text_keys(v) for k, v in data.items() if k in LAUNCHER_KEYS}
+    owned = launcher_keys()
+    launcher_part = {k: text_keys(v) for k, v in data.items() if k in owned}
     recipe = {
         k: _recipe_value(v, (k,), expansion.secret_refs)
         for k, v in data.items()
-        if k not in LAUNCHER_KEYS or k in SHARED_WITH_RECIPE
+        if k not in owned or k in SHARED_WITH_RECIPE
     }
-    env = _with_recipe_secrets(launcher_part.get("env"), expansion, environ)
+    env = _with_recipe_secrets(launcher_part.get("env"), expansion, environ, owned)
     if env is not None:
         launcher_part["env"] = env
     try:
@@ -149,7 +149,7 @@ def from_located(
 
 
 def _with_recipe_secrets(
-    env: Any, expansion: interpolate.Expansion, environ: Mapping[str, str]
+    env: Any, expansion: interpolate.Expansion, environ: Mapping[str, str], owned: frozenset[str]
 ) -> Any:
     """The job's env plus every secret the recipe names, so the program can expand them.
 
@@ -160,7 +160,7 @@ def _with_recipe_secrets(
     wanted = {
         name
         for path, names in expansion.secret_names.items()
-        if path and (path[0] not in LAUNCHER_KEYS or path[0] in SHARED_WITH_RECIPE)
+        if path and (path[0] not in owned or path[0] in SHARED_WITH_RECIPE)
         for name in names
     }
     if not wanted or (env is not None and not isinstance(env, dict)):
@@ -182,11 +182,12 @@ def route(spec: JobSpec, backend: str | None = None) -> str:
 
 def job_size(spec: JobSpec, backend: str) -> tuple[int, int, KeyPath]:
     """(nodes, ranks per node, where the node count is written) of a spec on a backend."""
-    # A backend without a section of its own (a registered one) reads the neutral keys.
-    section = getattr(spec, backend) if backend in SIZE_WORDS else None
-    node_word, rank_word = SIZE_WORDS.get(backend, ("nodes", "gpus_per_node"))
-    nodes = spec.nodes or (section_size(backend, section, node_word) if section else None)
-    ranks = spec.gpus_per_node or (section_size(backend, section, rank_word) if section else None)
+    # A backend whose section does not write the size reads only the neutral keys.
+    section = spec.section(backend)
+    sized = section if isinstance(section, Sized) else None
+    node_word, rank_word = sized.size_keys if sized else ("nodes", "gpus_per_node")
+    nodes = spec.nodes or (sized.size(node_word) if sized else None)
+    ranks = spec.gpus_per_node or (sized.size(rank_word) if sized else None)
     key: KeyPath = ("nodes",) if spec.nodes or not nodes else (backend, node_word)
     return nodes or 1, ranks or 1, key
 
@@ -261,7 +262,7 @@ def recipe_key_lookalikes(spec: JobSpec) -> list[tuple[str, str]]:
     for key in spec.recipe:
         if not isinstance(key, str) or key in SHARED_WITH_RECIPE:
             continue
-        close = difflib.get_close_matches(key, sorted(LAUNCHER_KEYS), n=1, cutoff=0.85)
+        close = difflib.get_close_matches(key, sorted(launcher_keys()), n=1, cutoff=0.85)
         if close and close[0] != key:
             out.append((key, close[0]))
     return out
@@ -280,9 +281,11 @@ def _recipe_value(value: Any, path: KeyPath, secret_refs: dict[KeyPath, str]) ->
 
 def _check_sizes(located: Located, spec: JobSpec) -> None:
     for name in spec.sections():
-        section = getattr(spec, name)
-        for neutral, word in zip(("nodes", "gpus_per_node"), SIZE_WORDS[name], strict=True):
-            theirs = section_size(name, section, word)
+        section = spec.section(name)
+        if not isinstance(section, Sized):
+            continue
+        for neutral, word in zip(("nodes", "gpus_per_node"), section.size_keys, strict=True):
+            theirs = section.size(word)
             ours = getattr(spec, neutral)
             if theirs is not None and ours is not None and theirs != ours:
                 other = located.origin((neutral,))
@@ -293,17 +296,6 @@ def _check_sizes(located: Located, spec: JobSpec) -> None:
                 )
 
 
-def section_size(backend: str, section: Any, word: str) -> int | None:
-    """A section's size field as a number (`accelerators: "H100:8"` -> 8)."""
-    if backend == "skypilot" and word == "accelerators" and section.gpus_per_node:
-        return section.gpus_per_node
-    value = getattr(section, word, None)
-    if isinstance(value, str) and word == "accelerators":
-        _, _, count = value.partition(":")
-        return int(count) if count.isdigit() else 1
-    return value if isinstance(value, int) else None
-
-
 def _config_error(located: Located, exc: ValidationError) -> ConfigError:
     """The first pydantic error as one line that names file, line and key path."""
     err = exc.errors(include_url=False)[0]
@@ -311,13 +303,15 @@ def _config_error(located: Located, exc: ValidationError) -> ConfigError:
     path: KeyPath = tuple(p for p in err["loc"] if isinstance(p, str | int) and p != "[key]")
     kind = err["type"]
     if kind == "extra_forbidden":
-        if len(path) == 2 and path[0] in SIZE_WORDS and path[1] == "command":
+        if len(path) == 2 and path[0] in backend_names() and path[1] == "command":
             # AutoModel's section dataclasses have a `command` that its CLI fills in.
             return located.error(
                 path, "the command is not a section key", "write it as the top-level 'command:'"
             )
         parent = _model_at(path[:-1])
         known = sorted(parent.model_fields) if parent else []
+        if parent is JobSpec:
+            known = sorted(launcher_keys())
         hint = _did_you_mean(str(path[-1]), known)
         fix = (
             f"{hint.strip(' ;') or 'remove it'}; known keys: {', '.join(known)}"
@@ -366,7 +360,7 @@ def _model_at(path: KeyPath) -> Any:
     for depth, part in enumerate(path):
         if isinstance(part, int):
             continue
-        if depth == 0 and part in BACKENDS:  # typed loosely on JobSpec, see spec._section
+        if depth == 0 and part in backend_names():  # a section, not a field of JobSpec
             model = section_model(str(part))
             continue
         field = model.model_fields.get(part) if hasattr(model, "model_fields") else None

@@ -1,28 +1,35 @@
 """JobSpec: what to run, independent of where (the neutral half of a job file).
 
-The backend sections (`local:`, `slurm:`, `skypilot:`, `lepton:`) hang off the spec as
-their own models; routing picks one of them. Sizes have a neutral spelling (`nodes`,
+The backend sections (`local:`, `slurm:`, `skypilot:`, `lepton:`, a registered backend's)
+hang off the spec as their own models, each declared in its backend's folder and found
+through the backend registry; routing picks one of them. Sizes have a neutral spelling (`nodes`,
 `gpus_per_node`) and each platform's own; `config.py` rejects two that disagree.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    create_model,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from anylaunch import shellwords
-from anylaunch.backends.known import BACKENDS
+from anylaunch.backends.base import backend_class
+from anylaunch.backends.base import names as backend_names
 from anylaunch.envvars import EnvVars
 from anylaunch.limits import check_command
 from anylaunch.mounts import Mount
@@ -33,50 +40,36 @@ S3Location = Annotated[str, AfterValidator(lambda uri: str(parse_s3(uri)) and ur
 Launcher = Literal["torchrun", "srun", "none"]
 MAX_NAME = 200
 
-# Each backend section's model, imported only when a job file has that section: building
-# all four pydantic models cost every command (a dry-run, a local launch) ~15 ms apiece.
-SECTION_MODELS = {
-    "local": ("anylaunch.backends.local.config", "LocalSection"),
-    "slurm": ("anylaunch.backends.slurm.config", "SlurmSection"),
-    "skypilot": ("anylaunch.backends.skypilot.config", "SkyPilotSection"),
-    "lepton": ("anylaunch.backends.lepton.config", "LeptonSection"),
-}
-
-
-def section_model(backend: str) -> type[BaseModel]:
-    """The pydantic model of a backend's section (`slurm:` -> SlurmSection)."""
-    module, name = SECTION_MODELS[backend]
-    model: type[BaseModel] = getattr(importlib.import_module(module), name)
-    return model
-
-
-def _section(backend: str) -> Any:
-    """A field that validates its mapping with the backend's model, imported on first use.
-
-    A nested ValidationError keeps its locations (`slurm.partition`), as a typed field's would.
-    """
-
-    def validate(value: Any) -> Any:
-        return None if value is None else section_model(backend).model_validate(value)
-
-    return Annotated[Any, BeforeValidator(validate)]
-
-
 if TYPE_CHECKING:
     from anylaunch.backends.lepton.config import LeptonSection
     from anylaunch.backends.local.config import LocalSection
     from anylaunch.backends.skypilot.config import SkyPilotSection
     from anylaunch.backends.slurm.config import SlurmSection
 
-    LocalField = LocalSection | None
-    SlurmField = SlurmSection | None
-    SkyPilotField = SkyPilotSection | None
-    LeptonField = LeptonSection | None
-else:
-    LocalField = _section("local")
-    SlurmField = _section("slurm")
-    SkyPilotField = _section("skypilot")
-    LeptonField = _section("lepton")
+
+def section_model(backend: str) -> type[BaseModel] | None:
+    """The pydantic model of a backend's section (`slurm:` -> SlurmSection), which the
+    backend declares in its own folder (`Backend.section`); None if it has none."""
+    return backend_class(backend).section
+
+
+@functools.cache
+def _holder(backend: str, model: type[BaseModel] | None) -> type[BaseModel]:
+    """A model with the one field `<backend>`: validating a section through it keeps the
+    locations of its errors (`slurm.partition`), as a field of JobSpec's would."""
+    kind: Any = model if model is not None else Annotated[Any, AfterValidator(_no_section(backend))]
+    fields: dict[str, Any] = {backend: (kind, ...)}
+    return create_model(f"{backend}_section", **fields)
+
+
+def _no_section(backend: str) -> Any:
+    def refuse(value: Any) -> Any:
+        raise ValueError(
+            f"the {backend} backend has no section of its own;"
+            f" remove '{backend}:' and write its settings as top-level keys (nodes, env ...)"
+        )
+
+    return refuse
 
 
 class Strict(BaseModel):
@@ -172,16 +165,70 @@ class JobSpec(Strict):
     # A run of parallel splits: a count, or one value per split (each split's SPLIT_ID).
     splits: int | list[str | int | float | bool] | None = None
 
-    local: LocalField = None
-    slurm: SlurmField = None
-    skypilot: SkyPilotField = None
-    lepton: LeptonField = None
-
     # Keys the launcher does not own (model, data, step_scheduler, ...), for the program.
     # Keys keep YAML's types (`0:` stays an int, `on:` a bool): the program reads them back.
     recipe: dict[Any, Any] = Field(default_factory=dict)
     # The job file this spec came from; relative paths and `{config}` resolve against it.
     source: str | None = None
+
+    # Each backend's own section (`slurm:`, `lepton:`, a registered backend's), by the
+    # backend's name, validated by the model the backend declares (`Backend.section`).
+    # Only a job file's own sections are built: a job without `skypilot:` never imports
+    # SkyPilot's model. Written back under their names by `model_dump`.
+    _sections: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _backend_sections(cls, data: Any, handler: ModelWrapValidatorHandler[JobSpec]) -> JobSpec:
+        if not isinstance(data, dict):
+            return handler(data)
+        backends = set(backend_names())
+        spec = handler({k: v for k, v in data.items() if k not in backends})
+        written = {k: v for k, v in data.items() if k in backends and v is not None}
+        spec._sections = {
+            name: getattr(_holder(name, section_model(name)).model_validate({name: value}), name)
+            for name, value in written.items()
+        }
+        return spec
+
+    @model_serializer(mode="wrap")
+    def _with_sections(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> Any:
+        data = handler(self)
+        for name, section in self._sections.items():
+            data[name] = section.model_dump(
+                mode=info.mode, by_alias=info.by_alias, exclude_none=info.exclude_none
+            )
+        return data
+
+    def section(self, backend: str) -> BaseModel | None:
+        """The job file's section for `backend` (its own model), None if it has none."""
+        return self._sections.get(backend)
+
+    def with_section(self, backend: str, section: BaseModel) -> JobSpec:
+        """A copy of this spec whose `backend` section is `section`."""
+        copy = self.model_copy()
+        copy._sections = {**self._sections, backend: section}
+        return copy
+
+    # The sections of the backends this version ships, typed, for the code that reads
+    # them (a registered backend reads its own with `section`).
+    @property
+    def local(self) -> LocalSection | None:
+        return cast("LocalSection | None", self._sections.get("local"))
+
+    @property
+    def slurm(self) -> SlurmSection | None:
+        return cast("SlurmSection | None", self._sections.get("slurm"))
+
+    @property
+    def skypilot(self) -> SkyPilotSection | None:
+        return cast("SkyPilotSection | None", self._sections.get("skypilot"))
+
+    @property
+    def lepton(self) -> LeptonSection | None:
+        return cast("LeptonSection | None", self._sections.get("lepton"))
 
     @field_validator("name")
     @classmethod
@@ -257,7 +304,7 @@ class JobSpec(Strict):
 
     def sections(self) -> list[str]:
         """Names of the backend sections written in the job file."""
-        return [name for name in BACKENDS if getattr(self, name) is not None]
+        return list(self._sections)
 
     def secret_env(self) -> dict[str, str]:
         """Environment entries that must travel as secrets, never in plans or the store."""

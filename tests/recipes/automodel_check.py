@@ -75,7 +75,7 @@ def check_text(name: str, text: str, home: Path, extra: str = "") -> Outcome:
 
 def program_view(data: dict[Any, Any]) -> dict[Any, Any]:
     """PyYAML's reading of a recipe, less the sections the launcher owns."""
-    own = config.LAUNCHER_KEYS - config.SHARED_WITH_RECIPE
+    own = config.launcher_keys() - config.SHARED_WITH_RECIPE
     return {k: v for k, v in data.items() if k not in own}
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from anylaunch.plan import Plan
     from anylaunch.preflight import Check
     from anylaunch.spec import JobSpec
@@ -89,6 +91,10 @@ class Backend(ABC):
 
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities] = Capabilities()
+    # The pydantic model of the backend's own mapping in the job file, under its name
+    # (`slurm:`), kept in its own folder; None: the backend reads only the neutral keys.
+    # `JobSpec` finds it here, importing the backend only for a job file that has one.
+    section: ClassVar[type[BaseModel] | None] = None
 
     # -- rendering: no side effect on the platform ----------------------------------------
 
@@ -215,6 +221,11 @@ def _targets() -> dict[str, str]:
 
 def get_backend(name: str) -> Backend:
     """The backend called `name`, its module imported now."""
+    return backend_class(name)()
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class of the backend called `name` (its module imported now)."""
     from anylaunch.errors import UsageError
 
     target = _targets().get(name)
@@ -224,7 +235,7 @@ def get_backend(name: str) -> Backend:
             code="BACKEND_UNAVAILABLE",
         )
     module, _, cls = target.partition(":")
-    impl = vars(importlib.import_module(module))[cls]()
-    if not isinstance(impl, Backend):
+    found = vars(importlib.import_module(module))[cls]
+    if not (isinstance(found, type) and issubclass(found, Backend)):
         raise TypeError(f"{target} is not an anylaunch Backend")
-    return impl
+    return found

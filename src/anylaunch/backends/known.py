@@ -1,11 +1,8 @@
-"""The backends this version ships, by name: the list job files' sections and the
-dashboard's filter are checked against.
+"""How command arguments and `--json` outputs name a backend.
 
-Each name has a folder `anylaunch/backends/<name>/` and a line in the registry
-(`base._REGISTRY`), which imports the folder only when the backend is used. A backend
-registered from outside the package (`base.register`, ANYLAUNCH_BACKENDS) has a name
-outside this list, so command arguments and `--json` outputs carry a backend's name as
-a string, checked against the registry when a job is routed.
+The backends are the registry's (`base.names()`: the built-in ones and those registered
+from outside the package), so a backend's name is a plain string here, checked against
+the registry when a job is routed; no list of backends is kept anywhere else.
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ from typing import Annotated
 
 from pydantic import Field
 
-BACKENDS: tuple[str, ...] = ("local", "slurm", "skypilot", "lepton")
 BackendName = Annotated[
     str, Field(description="local, slurm, skypilot, lepton, or a registered backend's name")
 ]

@@ -30,7 +30,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from anylaunch.backends.known import BACKENDS
+from anylaunch.backends.base import names as backend_names
 from anylaunch.errors import AnylaunchError, JobNotFound
 from anylaunch.state import State
 from anylaunch.store import Store
@@ -60,7 +60,7 @@ class Dashboard:
             asset=lambda name: f"/static/{name}?v={version}",
             action_token=action_token,
             states=[s.value for s in State],
-            backends=BACKENDS,
+            backends=backend_names(),
             refresh_ms=REFRESH_MS,
             when=lambda at: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)),
             ago=lambda at: age(time.time() - at),
@@ -222,7 +222,7 @@ def _filters(request: Request) -> lists.Filters:
     state = query.get("state") or None
     page = query.get("page", "0")
     return lists.Filters(
-        backend=backend if backend in BACKENDS else None,
+        backend=backend if backend in backend_names() else None,
         state=State(state) if state in State.__members__ else None,
         page=int(page) if page.isdigit() else 0,
     )

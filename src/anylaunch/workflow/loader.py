@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from anylaunch import config
+from anylaunch.backends.base import names as backend_names
 from anylaunch.errors import ConfigError
-from anylaunch.spec import BACKENDS, JobSpec
+from anylaunch.spec import JobSpec
 from anylaunch.workflow import graph, handoff
 from anylaunch.workflow.model import Step, Workflow
 from anylaunch.yamlsrc import KeyPath, Located, Origin, format_path, parse
@@ -185,7 +186,7 @@ def _step_spec(
     body = bodies[sid]
     backend = _backend(located, top, sid, body)
     data = _merged(top, body)
-    for name in BACKENDS:  # only the chosen backend's section goes with the step
+    for name in backend_names():  # only the chosen backend's section goes with the step
         if name != backend:
             data.pop(name, None)
     data = _replace_refs(data, top, bodies)
@@ -213,11 +214,11 @@ def _backend(located: Located, top: dict[str, Any], sid: str, body: dict[str, An
     else local."""
     if "backend" in body:
         name = body["backend"]
-        if name not in BACKENDS:
+        if name not in backend_names():
             raise located.error(
                 ("steps", sid, "backend"),
                 f"'{name}' is not a backend",
-                f"use one of: {', '.join(BACKENDS)}",
+                f"use one of: {', '.join(backend_names())}",
             )
         return str(name)
     # The step's own sections, then the top level's: the first place with one decides.
@@ -225,7 +226,7 @@ def _backend(located: Located, top: dict[str, Any], sid: str, body: dict[str, An
         (body, "", "keep one, or pick with 'backend: {}'"),
         (top, "the top level has ", "say which this step runs on: 'backend: {}'"),
     ):
-        found = [b for b in BACKENDS if b in where]
+        found = [b for b in backend_names() if b in where]
         if len(found) > 1:
             raise located.error(
                 ("steps", sid),

@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import BaseModel
+
 from anylaunch.backends.base import (
     Backend,
     Found,
@@ -43,6 +45,7 @@ NGC_REGISTRY = "nvcr.io"
 
 class LeptonBackend(Backend):
     name: ClassVar[str] = "lepton"
+    section: ClassVar[type[BaseModel] | None] = LeptonSection
 
     def __init__(self, client_factory: Any = None) -> None:
         self._client_factory = client_factory

@@ -8,11 +8,12 @@ volumes) is resolved later, in the backend's `prepare`.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from anylaunch.backends.lepton.rest.rules import RESERVED_ENV_NAMES
+from anylaunch.backends.section import Sized
 from anylaunch.envvars import EnvName, EnvValue
 
 PriorityClass = Literal[
@@ -58,8 +59,9 @@ class LeptonMount(BaseModel):
         return value
 
 
-class LeptonSection(BaseModel):
+class LeptonSection(BaseModel, Sized):
     model_config = ConfigDict(extra="forbid")
+    size_keys: ClassVar[tuple[str, str]] = ("num_nodes", "gpu_count")
 
     resource_shape: str | None = Field(default=None, description="shape id; else from gpu_count")
     gpu_count: int | None = Field(default=None, ge=1, description="GPUs (ranks) per node")

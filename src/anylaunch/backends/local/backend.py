@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import psutil
+from pydantic import BaseModel
 
 from anylaunch.backends.base import (
     Backend,
@@ -30,6 +31,7 @@ from anylaunch.backends.base import (
     PlanContext,
 )
 from anylaunch.backends.local import plan as local_plan
+from anylaunch.backends.local.config import LocalSection
 from anylaunch.backends.local.plan import LocalPayload
 from anylaunch.backends.local.proctree import job_processes, kill
 from anylaunch.errors import BackendError
@@ -49,6 +51,7 @@ _children: dict[int, subprocess.Popen[bytes]] = {}
 
 class LocalBackend(Backend):
     name: ClassVar[str] = "local"
+    section: ClassVar[type[BaseModel] | None] = LocalSection
     capabilities: ClassVar[Capabilities] = Capabilities(cancel_on_interrupt=True)
 
     def prepare(

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from anylaunch.backends.section import Sized
 
-class LocalSection(BaseModel):
+
+class LocalSection(BaseModel, Sized):
     """torchrun's own words for sizes (`nnodes`, `nproc_per_node`) plus local knobs."""
 
     model_config = ConfigDict(extra="forbid")
+    size_keys: ClassVar[tuple[str, str]] = ("nnodes", "nproc_per_node")
 
     nnodes: int | None = Field(default=None, ge=1, description="simulated nodes on this machine")
     nproc_per_node: int | Literal["auto"] | None = Field(

@@ -18,6 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import BaseModel
+
 from anylaunch.backends.base import (
     Backend,
     Found,
@@ -27,6 +29,7 @@ from anylaunch.backends.base import (
 )
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
 from anylaunch.backends.skypilot import task as sky_task
+from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.skypilot.task import SkyPilotPayload
 from anylaunch.plan import Plan
 from anylaunch.spec import JobSpec
@@ -54,6 +57,7 @@ _PRECHECK = ("NotSupportedError", "ResourcesMismatchError", "InvalidClusterNameE
 
 class SkyPilotBackend(Backend):
     name: ClassVar[str] = "skypilot"
+    section: ClassVar[type[BaseModel] | None] = SkyPilotSection
     # Managed jobs relaunch themselves after preemption; Ctrl-C only detaches (clouds cost
     # minutes to provision, a stray keypress must not throw that away).
 

@@ -9,7 +9,7 @@ library when the task is rendered.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from anylaunch.backends.section import Sized
 from anylaunch.envvars import AutoModelEnv
 
 # AutoModel's five, plus Slurm: SkyPilot drives a Slurm cluster over SSH (the e2e test).
@@ -60,8 +61,9 @@ class Candidate(BaseModel):
         return _accelerators(value)
 
 
-class SkyPilotSection(AutoModelEnv):
+class SkyPilotSection(AutoModelEnv, Sized):
     model_config = ConfigDict(extra="forbid")
+    size_keys: ClassVar[tuple[str, str]] = ("num_nodes", "accelerators")
 
     # -- AutoModel's SkyPilotConfig fields ----------------------------------------------------
     cloud: Cloud | None = None
@@ -164,6 +166,10 @@ class SkyPilotSection(AutoModelEnv):
     def is_managed(self) -> bool:
         """Managed jobs are what recovers a preempted spot job; plain launches do not."""
         return self.use_spot if self.managed is None else self.managed
+
+    def size(self, key: str) -> int | None:
+        # The ranks per node: gpus_per_node, else the count in accelerators ("H100:8").
+        return self.ranks_per_node() if key == "accelerators" else super().size(key)
 
     def ranks_per_node(self) -> int | None:
         if self.gpus_per_node:

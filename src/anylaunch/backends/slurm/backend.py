@@ -13,9 +13,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import BaseModel
+
 from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext
 from anylaunch.backends.slurm import commands, parse, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
+from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.backends.slurm.plan import SlurmPayload
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.plan import Plan
@@ -37,6 +40,7 @@ _MAYBE_SUBMITTED = "Socket timed out on send/recv operation"
 
 class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
+    section: ClassVar[type[BaseModel] | None] = SlurmSection
 
     # -- rendering ------------------------------------------------------------------------
 

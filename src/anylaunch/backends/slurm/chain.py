@@ -109,7 +109,7 @@ def with_dependency(spec: JobSpec, after: Sequence[str]) -> JobSpec:
         dependency += "," + section.dependency
     lines = [*section.sbatch_lines, KILL_ON_INVALID_DEP]
     section = section.model_copy(update={"dependency": dependency, "sbatch_lines": lines})
-    return spec.model_copy(update={"slurm": section})
+    return spec.with_section("slurm", section)
 
 
 def order(steps: Sequence[Step]) -> list[Step]:

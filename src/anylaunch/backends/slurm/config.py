@@ -10,7 +10,7 @@ seconds (base 60), so numbers are taken as seconds too.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import (
     AliasChoices,
@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from anylaunch.backends.section import Sized
 from anylaunch.envvars import AutoModelEnv
 from anylaunch.mounts import Mount
 
@@ -63,10 +64,11 @@ class VolumeMapping(Mount):
         return f"{self.source}:{self.dest}" + (":ro" if self.readonly else "")
 
 
-class SlurmSection(AutoModelEnv):
+class SlurmSection(AutoModelEnv, Sized):
     """Every key of the `slurm:` section; unknown keys are errors with a suggestion."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    size_keys: ClassVar[tuple[str, str]] = ("nodes", "ntasks_per_node")
 
     # -- AutoModel's SlurmConfig fields --
     job_name: str | None = None
