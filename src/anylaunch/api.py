@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from anylaunch import pending, reach, submission
@@ -85,7 +85,12 @@ def submit(
     return Job(record, store, built)
 
 
-def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list[JobRecord]:
+def reconcile(
+    impl: Backend,
+    records: Sequence[JobRecord],
+    store: Store,
+    unsent_update: Callable[[JobRecord], Update] | None = None,
+) -> list[JobRecord]:
     """Jobs recorded without a native id whose submitter died: ask the backend for them.
 
     The crash-consistency rule: a job is recorded (PENDING, with its submitter) before it
@@ -95,6 +100,9 @@ def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list
     process). Found jobs get their native id; the rest are returned, claimed by this
     process: never submitted, so submitting them cannot make a second job. A backend
     that cannot tell keeps its jobs out of both lists (never guessed).
+
+    Like a poll, the answer is written in one transaction (`Store.apply`): the found
+    jobs' native ids, and what `unsent_update` says of each job the backend lacks.
     """
     orphans = [
         r
@@ -110,18 +118,29 @@ def reconcile(impl: Backend, records: Sequence[JobRecord], store: Store) -> list
         return []  # the backend did not answer: ask again at the next poll, guess nothing
     if found is None:  # the backend cannot tell: neither adopted nor sent again
         return []
-    unsent = []
+    updates, adopted, unsent = [], [], []
     for record in orphans:
         if record.id in found:
             native_id, meta = found[record.id]
-            store.set_native(record.id, native_id or "", meta)
-            if record.state is State.UNKNOWN and native_id:
-                store.note(record.id, f"found on {record.backend} as {native_id}")
+            updates.append(_adopted(record, native_id or "", meta))
             record.native_id, record.meta = native_id or "", meta
-            submission.honour_cancel(impl, record.id, store)
+            adopted.append(record)
         else:
             unsent.append(record)
+            if unsent_update is not None:
+                updates.append(unsent_update(record))
+    store.apply(updates)
+    for record in adopted:
+        submission.honour_cancel(impl, record.id, store)
     return unsent
+
+
+def _adopted(record: JobRecord, native_id: str, meta: dict[str, Any]) -> Update:
+    """A job the backend has after all: its native id and metadata (and, for a job whose
+    submit's answer was lost, a detail saying where it was found)."""
+    found_detail = f"found on {record.backend} as {native_id}"
+    detail = found_detail if record.state is State.UNKNOWN and native_id else None
+    return Update(record.id, native_id=native_id, meta=meta, detail=detail)
 
 
 def checks(spec: JobSpec, backend: str | None = None, *, deep: bool = False) -> list[Check]:
@@ -165,8 +184,7 @@ def refresh(
             j for j in jobs if j.native_id is None and not busy_elsewhere(j.meta.get("submitter"))
         ]
         if orphans:
-            for unsent in reconcile(impl, orphans, store):
-                _never_submitted(unsent, store)
+            reconcile(impl, orphans, store, _never_submitted)
             for job in orphans:  # adopted (a native id now) or settled: poll what is stored
                 vars(job).update(vars(store.get(job.id)))
             jobs = [j for j in jobs if not j.state.terminal]
@@ -230,23 +248,21 @@ NOT_SUBMITTED = "not submitted: the process submitting it ended first"
 NOT_FOUND = "not submitted: the submit's answer was lost and the backend has no such job"
 
 
-def _never_submitted(record: JobRecord, store: Store) -> None:
+def _never_submitted(record: JobRecord) -> Update:
     """A job its dead submitter never handed to the backend: a lone job failed; a split
     waits for its run to be resumed (the same command again, or `retry RUN --failed`).
     A job whose submit's answer was lost lands here once the backend, asked, has no
-    such job."""
+    such job. A job that ends here is settled: no submitter is left to wait for."""
     why = NOT_FOUND if record.state is State.UNKNOWN else NOT_SUBMITTED
+    settled = {k: v for k, v in record.meta.items() if k != "submitter"}
     if record.cancel_requested_at:
-        store.transition(record.id, State.CANCELLED, detail=f"cancelled; {why}")
-        store.settle(record.id)
-    elif record.run_id is None:
-        store.transition(record.id, State.FAILED, detail=f"{why} — run it again")
-        store.settle(record.id)
-    else:
-        store.note(
-            record.id,
-            f"{why} — run the same command again, or: anylaunch retry {record.run_id} --failed",
-        )
+        return Update(record.id, State.CANCELLED, detail=f"cancelled; {why}", meta=settled)
+    if record.run_id is None:
+        return Update(record.id, State.FAILED, detail=f"{why} — run it again", meta=settled)
+    return Update(
+        record.id,
+        detail=f"{why} — run the same command again, or: anylaunch retry {record.run_id} --failed",
+    )
 
 
 class Job:

@@ -183,7 +183,8 @@ _SUMMARY_COLUMNS = (
 class Update:
     """What one poll learned about one job, as the store writes it (`Store.apply`).
 
-    `state` None: the poll said nothing about the state. `native_id`/`meta`: the job's
+    `state` None: the poll said nothing about the state (a `detail` still updates a live
+    job's, as `note` does). `native_id`/`meta`: the job's
     new native id or metadata (a launch request became a job, a resubmission was made);
     written only while the stored native id is still `expected_native_id`, so of two
     processes polling one job only the first records the change, and only if it changes
@@ -948,6 +949,7 @@ def _apply_one(db: sqlite3.Connection, row: sqlite3.Row, update: Update, now: fl
         _reidentify(db, row, update, now)
     state = update.state
     if state is None:
+        _note(db, row, update.detail, now)
         return
     if row["cancel_requested_at"] and row["native_id"] and state in (State.FAILED, State.UNKNOWN):
         # A kill we asked for is not a failure. Without a native id the backend cannot
@@ -956,11 +958,15 @@ def _apply_one(db: sqlite3.Connection, row: sqlite3.Row, update: Update, now: fl
     elif state is State.UNKNOWN and update.final:
         _unknown(db, job_id, row, update.detail or "outcome unknown", True, now)
         return
-    if _move(db, job_id, current, state, update.exit_code, update.detail, now):
-        return
-    if update.detail and update.detail != row["detail"] and not current.terminal:
+    if not _move(db, job_id, current, state, update.exit_code, update.detail, now):
+        _note(db, row, update.detail, now)
+
+
+def _note(db: sqlite3.Connection, row: sqlite3.Row, detail: str | None, now: float) -> None:
+    """A live job's new detail (why it is pending), without an event."""
+    if detail and detail != row["detail"] and not State(row["state"]).terminal:
         db.execute(
-            "UPDATE jobs SET detail = ?, updated_at = ? WHERE id = ?", (update.detail, now, job_id)
+            "UPDATE jobs SET detail = ?, updated_at = ? WHERE id = ?", (detail, now, row["id"])
         )
 
 
