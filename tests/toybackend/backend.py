@@ -5,8 +5,11 @@ file, and is made available with one registry line, here given in the environmen
 
     ANYLAUNCH_BACKENDS=toy=toybackend.backend:ToyBackend
 
-It has no section of its own in the job file: it reads the neutral keys (command,
-nodes, env). `submit` starts a small supervisor in its own session that starts the
+Its own section in the job file, `toy:`, is `ToySection` below, named by the class
+(`section = ToySection`): the job file's `toy:` mapping is checked against it like any
+built-in backend's (unknown keys, bad values: one line with file, line and key), and
+its `nodes` stands for the neutral `nodes` (`Sized`). Without a section it reads the
+neutral keys (command, nodes, env). `submit` starts a small supervisor in its own session that starts the
 nodes, waits for them and writes their exit codes; `poll` reads that file, `cancel`
 stops the session, `logs` says where each node's log is. What every backend shares
 (recording, attempts, secrets, `--node`, masking) the API does.
@@ -22,17 +25,28 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 import psutil
+from pydantic import BaseModel, ConfigDict, Field
 
 from anylaunch.backends.base import Backend, LogSource, Observation, PlanContext
+from anylaunch.backends.section import Sized
 from anylaunch.plan import Plan, check_runnable
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
 RESULT = "result.json"
+
+
+class ToySection(BaseModel, Sized):
+    """The `toy:` section: how many node processes, and a label each node is given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nodes: int | None = Field(default=None, ge=1, le=8)
+    label: str | None = Field(default=None, description="exported to each node as TOY_LABEL")
 
 
 class ToyPayload(TypedDict):
@@ -42,6 +56,7 @@ class ToyPayload(TypedDict):
 
 class ToyBackend(Backend):
     name = "toy"
+    section: ClassVar[type[BaseModel] | None] = ToySection
 
     def prepare(
         self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
@@ -50,13 +65,17 @@ class ToyBackend(Backend):
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[ToyPayload]:
         check_runnable(spec, self.name)
+        section = spec.section(self.name)
+        own = section if isinstance(section, ToySection) else ToySection()
         env = {**spec.public_env(), "ANYLAUNCH_JOB_ID": ctx.job_id}
+        if own.label is not None:
+            env["TOY_LABEL"] = own.label
         return Plan(
             backend=self.name,
             job_id=ctx.job_id,
             name=spec.name or ctx.job_id,
             job_dir=ctx.job_dir,
-            nodes=spec.nodes or 1,
+            nodes=spec.nodes or own.nodes or 1,
             payload={"argv": list(spec.command), "env": env},
             secret_env=sorted(spec.secret_env()),
         )

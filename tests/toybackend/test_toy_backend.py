@@ -3,7 +3,8 @@
 The toy backend (`backend.py` next to this file) is registered through the environment
 only, and then runs jobs through the real CLI like any built-in backend: run, status,
 logs (every node, one node, a node it does not have), cancel, splits — with its secret
-masked in the logs and absent from the store.
+masked in the logs and absent from the store — and its own `toy:` section of the job
+file is checked and routed like a built-in backend's, without a line of it in src/.
 """
 
 from __future__ import annotations
@@ -85,6 +86,43 @@ def test_a_registered_backend_runs_the_splits_of_a_run(toy, write):
     for split in run["splits"]:
         job_id = split["attempts"][-1]["id"]
         assert toy("logs", job_id).out == f"split {split['split_id']}\n"
+
+
+LABEL = "import os; print('node', os.environ['NODE_RANK'], 'label', os.environ['TOY_LABEL'])"
+
+
+def test_a_registered_backend_reads_its_own_section_of_the_job_file(toy, write):
+    path = write(f"command: [{sys.executable}, -c, {LABEL!r}]\ntoy:\n  nodes: 2\n  label: hello\n")
+    # The one section routes the job to the toy backend, no --backend needed.
+    ran = toy("run", str(path), "--json")
+    assert ran.rc == 0, ran.out + ran.err
+    job = ran.json()
+    assert (job["backend"], job["state"]) == ("toy", "SUCCEEDED")
+    logs = toy("logs", job["id"]).out
+    assert "[node 0] node 0 label hello" in logs and "[node 1] node 1 label hello" in logs
+
+
+def test_a_registered_backends_section_is_checked_like_a_built_in_one(toy, write):
+    path = write("command: [true]\ntoy:\n  lable: hello\n")
+    typo = toy("run", str(path), "--dry-run")
+    assert typo.rc == 2 and typo.err.count("\n") == 1, typo.err
+    assert f"{path}:3: toy.lable: unknown key" in typo.err and "did you mean 'label'" in typo.err
+    path = write("command: [true]\ntoy:\n  nodes: 9\n")
+    big = toy("run", str(path), "--dry-run")
+    assert (
+        big.rc == 2 and f"{path}:3: toy.nodes:" in big.err and "less than or equal to 8" in big.err
+    )
+    path = write("command: [true]\nnodes: 3\ntoy:\n  nodes: 2\n")
+    twice = toy("run", str(path), "--dry-run")
+    assert twice.rc == 2 and f"{path}:4: toy.nodes: 2 disagrees with nodes: 3" in twice.err
+    assert "Traceback" not in typo.err + big.err + twice.err
+
+
+def test_a_section_of_an_unregistered_backend_is_the_programs_recipe(cli, write):
+    path = write("command: [true]\ntoy:\n  nodes: 2\n")
+    dry = cli("run", str(path), "--dry-run", "--json")
+    assert dry.rc == 0, dry.err
+    assert dry.json()["plan"]["backend"] == "local"
 
 
 def test_an_unregistered_backend_is_a_usage_error(cli, write):
