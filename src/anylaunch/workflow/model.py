@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from anylaunch.errors import UsageError
@@ -27,14 +27,7 @@ class Handoff:
     filesystem: str | None = None  # with SHARED: the filesystem both steps see
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "input": self.input,
-            "step": self.step,
-            "output": self.output,
-            "uri": self.uri,
-            "via": self.via,
-            "filesystem": self.filesystem,
-        }
+        return asdict(self)
 
     def describe(self) -> str:
         where = f"shared filesystem {self.filesystem}" if self.via == SHARED else "S3"
