@@ -23,6 +23,17 @@ _DIRECT = {
     "Stopped": State.CANCELLED,
     "Deleted": State.CANCELLED,
 }
+# The SDK's status for each live or ended Lepton state; any other reads Pending.
+_SDK_STATUS = {
+    "Completed": "Complete",
+    "Stopped": "Cancelled",
+    "Deleted": "Cancelled",
+    "Failed": "Error",
+    "Running": "Running",
+    "Deleting": "Running",
+    "Stopping": "Running",
+    "Terminating": "Running",
+}
 EVICTION_REASONS = frozenset({"Evicted", "Preempted", "Preempting"})
 _EXIT = re.compile(r"exited with code (\d+)")
 
@@ -66,12 +77,4 @@ def sdk_status(state: str, status: wire.JobStatus | None = None) -> str:
         archived = {State.SUCCEEDED: "Complete", State.FAILED: "Error"}
         found = to_state(wire.LeptonJob(metadata=wire.Metadata(), status=status))
         return archived.get(found, "Cancelled")
-    if state == "Completed":
-        return "Complete"
-    if state in ("Stopped", "Deleted"):
-        return "Cancelled"
-    if state == "Failed":
-        return "Error"
-    if state in ("Running", "Deleting", "Stopping", "Terminating"):
-        return "Running"
-    return "Pending"
+    return _SDK_STATUS.get(state, "Pending")
