@@ -9,9 +9,10 @@ library when the task is rendered.
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -33,45 +34,50 @@ BUCKET_SCHEMES = ("s3", "gs", "r2", "cos", "oci", "nebius", "https")
 DEFAULT_MASTER_PORT = 12375
 
 
-def _accelerators(value: str | None) -> str | None:
-    if value is not None and not _ACCELERATORS.match(value):
+def _accelerators(value: str) -> str:
+    if not _ACCELERATORS.match(value):
         raise ValueError(f"'{value}' is not NAME or NAME:COUNT; write it like \"H100:8\"")
     return value
 
 
-class Candidate(BaseModel):
-    """One entry of `any_of`: resources SkyPilot may pick instead of the section's own."""
+Accelerators = Annotated[str, AfterValidator(_accelerators)]
+
+
+class Resources(BaseModel):
+    """What a node needs, in SkyPilot's resources terms: the section's own, and each
+    `any_of` entry SkyPilot may pick instead."""
 
     model_config = ConfigDict(extra="forbid")
 
     cloud: Cloud | None = None
     region: str | None = None
     zone: str | None = None
-    accelerators: str | None = None
+    accelerators: Accelerators | None = Field(
+        default=None, description='"H100:8": GPU type and count'
+    )
     instance_type: str | None = None
+    cpus: int | float | str | None = Field(default=None, description='4, or "4+" for at least 4')
+    memory: int | float | str | None = Field(default=None, description='GB: 32, or "32+"')
+    disk_size: int | None = Field(default=None, ge=1, description="GB per node")
+    image_id: str | None = Field(default=None, description='"docker:<image>" for a container')
+
+
+class Candidate(Resources):
+    """One entry of `any_of`: resources SkyPilot may pick instead of the section's own."""
+
     use_spot: bool | None = None
-    cpus: int | float | str | None = None
-    memory: int | float | str | None = None
-    disk_size: int | None = Field(default=None, ge=1)
-    image_id: str | None = None
-
-    @field_validator("accelerators")
-    @classmethod
-    def _accelerators_form(cls, value: str | None) -> str | None:
-        return _accelerators(value)
 
 
-class SkyPilotSection(AutoModelEnv, Sized):
+class SkyPilotSection(AutoModelEnv, Resources, Sized):
+    """AutoModel's SkyPilotConfig fields, the resources (from `Resources`), the files and
+    the lifecycle."""
+
     model_config = ConfigDict(extra="forbid")
     size_keys: ClassVar[tuple[str, str]] = ("num_nodes", "accelerators")
 
     # -- AutoModel's SkyPilotConfig fields ----------------------------------------------------
-    cloud: Cloud | None = None
-    accelerators: str | None = Field(default=None, description='"H100:8": GPU type and count')
     num_nodes: int | None = Field(default=None, ge=1)
     use_spot: bool = False
-    disk_size: int | None = Field(default=None, ge=1, description="GB per node")
-    region: str | None = None
     setup: str | None = None
     # env_vars, and AutoModel's hf_token and wandb_key: AutoModelEnv's.
     # AutoModel's SkyPilotConfig and launcher also take these; a recipe file written for
@@ -87,11 +93,7 @@ class SkyPilotSection(AutoModelEnv, Sized):
         " its store",
     )
 
-    # -- resources ---------------------------------------------------------------------------
-    zone: str | None = None
-    instance_type: str | None = None
-    cpus: int | float | str | None = Field(default=None, description='4, or "4+" for at least 4')
-    memory: int | float | str | None = Field(default=None, description='GB: 32, or "32+"')
+    # -- resources: Resources' fields, and --------------------------------------------------
     image_id: str | None = Field(
         default=None, description='"docker:<image>" for a container; default from image:'
     )
@@ -127,11 +129,6 @@ class SkyPilotSection(AutoModelEnv, Sized):
         default=30, gt=0, description="spot: most work a preemption may lose (preflight)"
     )
     master_port: int = Field(default=DEFAULT_MASTER_PORT, ge=1, le=65535)
-
-    @field_validator("accelerators")
-    @classmethod
-    def _accelerators_form(cls, value: str | None) -> str | None:
-        return _accelerators(value)
 
     @field_validator("file_mounts")
     @classmethod
