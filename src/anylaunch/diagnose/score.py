@@ -21,16 +21,20 @@ from anylaunch.diagnose.lines import parse
 from anylaunch.diagnose.signals import MEANINGS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Case:
+    """One corpus entry (or one of its variants): a log, and what diagnosis must find in it."""
+
     file: str
     index: int
     source: str
-    expect: str
+    # What the diagnosis is given.
     text: str
+    events: tuple[str, ...] = ()
     state: str | None = None
     exit_code: int | None = None
-    events: tuple[str, ...] = ()
+    # What it must find.
+    expect: str
     node: int | None = None
     rank: int | None = None
     inferred: bool | None = None
