@@ -14,7 +14,8 @@ import json
 import logging
 import os
 import re
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import mcp.types as types
@@ -28,6 +29,7 @@ from anylaunch.mcp.tools import BY_NAME, TOOLS, ToolSpec
 from anylaunch.redact import is_secret_name, mask
 
 log = logging.getLogger("anylaunch.mcp")
+_Result = TypeVar("_Result")
 
 JOB_URI = re.compile(
     r"^anylaunch://jobs/(?P<id>[0-9a-z]{1,64})/(?P<what>plan|diagnosis|logs)(?:/(?P<node>\d+))?$"
@@ -198,15 +200,23 @@ TEMPLATES = [
 # -- the server -----------------------------------------------------------------------
 
 
+def _fixed(
+    result: _Result,
+) -> Callable[[ServerRequestContext[Any], types.PaginatedRequestParams | None], Awaitable[_Result]]:
+    """A list handler whose answer does not change while the server runs."""
+
+    async def answer(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> _Result:
+        return result
+
+    return answer
+
+
 def build(*, read_only: bool = False) -> Server[Any]:
     offered = [t for t in TOOLS if t.reads or not read_only]
     listed = [describe(t) for t in offered]
     names = {t.name for t in offered}
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listed)
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -231,11 +241,6 @@ def build(*, read_only: bool = False) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=await anyio.to_thread.run_sync(job_resources))
-
-    async def list_templates(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
 
     async def read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
@@ -263,10 +268,12 @@ def build(*, read_only: bool = False) -> Server[Any]:
             " Lepton). dry_run or preflight first; run returns at once; poll with wait; read"
             " diagnose before retrying; retry_failed resubmits only failed splits."
         ),
-        on_list_tools=list_tools,
+        on_list_tools=_fixed(types.ListToolsResult(tools=listed)),
         on_call_tool=call_tool,
         on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
+        on_list_resource_templates=_fixed(
+            types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
+        ),
         on_read_resource=read_resource,
     )
 
