@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from anylaunch.errors import EXIT_USAGE, AnylaunchError
+
+if TYPE_CHECKING:
+    from anylaunch.contract.inputs import NodeGroupArgs
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
@@ -622,44 +625,54 @@ def lepton() -> None:
     LEPTON_AUTH_TOKEN)."""
 
 
-@lepton.command()
-@click.option("--node-group", help="Only this node group (id or name).")
-@_JSON
-@_handles_errors
-def shapes(node_group: str | None, as_json: bool) -> None:
+def _node_group_listing(
+    listing: Callable[[NodeGroupArgs], tuple[Any, Iterable[str]]],
+) -> click.Command:
+    """A `lepton` command listing what the workspace offers, in one node group or all:
+    `listing` returns what `--json` prints and the lines printed otherwise."""
+
+    @lepton.command(name=listing.__name__, help=listing.__doc__)
+    @click.option("--node-group", help="Only this node group (id or name).")
+    @_JSON
+    @_handles_errors
+    def command(node_group: str | None, as_json: bool) -> None:
+        from anylaunch import ops
+        from anylaunch.contract.inputs import NodeGroupArgs
+
+        found, lines = listing(ops.parse(NodeGroupArgs, {"node_group": node_group}))
+        if as_json:
+            _emit_json(found)
+            return
+        for line in lines:
+            click.echo(line)
+
+    return command
+
+
+@_node_group_listing
+def shapes(args: NodeGroupArgs) -> tuple[dict[str, Any], Iterable[str]]:
     """The resource shapes a job can ask for (lepton.resource_shape)."""
     from anylaunch import ops
-    from anylaunch.contract.inputs import NodeGroupArgs
 
-    table = ops.lepton_shapes(ops.parse(NodeGroupArgs, {"node_group": node_group}))
-    if as_json:
-        _emit_json(table)
-        return
-    for shape_id, shape in table.items():
-        click.echo(
-            f"{shape_id}  {shape['gpu_count']}x {shape['instance_type']}  cpu {shape['cpu']}"
-            f"  memory {shape['memory_in_mb']} MB  {shape['cluster'] or ''}"
-        )
+    table = ops.lepton_shapes(args)
+    return table, (
+        f"{shape_id}  {shape['gpu_count']}x {shape['instance_type']}  cpu {shape['cpu']}"
+        f"  memory {shape['memory_in_mb']} MB  {shape['cluster'] or ''}"
+        for shape_id, shape in table.items()
+    )
 
 
-@lepton.command()
-@click.option("--node-group", help="Only this node group (id or name).")
-@_JSON
-@_handles_errors
-def volumes(node_group: str | None, as_json: bool) -> None:
+@_node_group_listing
+def volumes(args: NodeGroupArgs) -> tuple[list[dict[str, Any]], Iterable[str]]:
     """The shared volumes of the node groups (what mounts can name)."""
     from anylaunch import ops
-    from anylaunch.contract.inputs import NodeGroupArgs
 
-    found = ops.lepton_volumes(ops.parse(NodeGroupArgs, {"node_group": node_group}))
-    if as_json:
-        _emit_json(found)
-        return
-    for volume in found:
-        click.echo(
-            f"{volume['node_group_id']}  {volume['name']}  {volume['type']}  {volume['from']}"
-            f"  -> {volume['mount_path']}"
-        )
+    found = ops.lepton_volumes(args)
+    return found, (
+        f"{volume['node_group_id']}  {volume['name']}  {volume['type']}  {volume['from']}"
+        f"  -> {volume['mount_path']}"
+        for volume in found
+    )
 
 
 def _without_pydantic_plugins() -> None:
