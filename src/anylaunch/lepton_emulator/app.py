@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from anylaunch.lepton_emulator import catalog, selectors
 from anylaunch.lepton_emulator.faults import Fault
+from anylaunch.lepton_emulator.jobs import JobRun
 from anylaunch.lepton_emulator.validate import Invalid
 from anylaunch.lepton_emulator.world import World
 
@@ -216,12 +217,6 @@ async def list_jobs(request: Request, world: World) -> Response:
         return JSONResponse({"jobs": [j.as_json() for j in jobs]})
 
 
-@route("/jobs/{job_id}", ["GET"])
-async def get_job(request: Request, world: World) -> Response:
-    with world.lock:
-        return JSONResponse(_job_or_404(world, request).as_json())
-
-
 @route("/jobs/{job_id}", ["PATCH"])
 async def patch_job(request: Request, world: World) -> Response:
     body = await request.json()
@@ -254,17 +249,22 @@ def _locked(world: World, func: Callable[[], Any]) -> Any:
         return func()
 
 
-@route("/jobs/{job_id}/replicas", ["GET"])
-async def replicas(request: Request, world: World) -> Response:
-    with world.lock:
-        return JSONResponse(_job_or_404(world, request).replica_json())
+def _job_view(path: str, view: Callable[[JobRun], Any]) -> Route:
+    """A GET answering one view of a job, read under the world's lock."""
+
+    async def read(request: Request, world: World) -> Response:
+        with world.lock:
+            return JSONResponse(view(_job_or_404(world, request)))
+
+    return route(path, ["GET"])(read)
 
 
-@route("/jobs/{job_id}/events", ["GET"])
-async def events(request: Request, world: World) -> Response:
-    with world.lock:
-        job = _job_or_404(world, request)
-        return JSONResponse(sorted(job.events.values(), key=lambda e: e["last_observed_time"]))
+get_job = _job_view("/jobs/{job_id}", JobRun.as_json)
+replicas = _job_view("/jobs/{job_id}/replicas", JobRun.replica_json)
+events = _job_view(
+    "/jobs/{job_id}/events",
+    lambda job: sorted(job.events.values(), key=lambda e: e["last_observed_time"]),
+)
 
 
 @route("/jobs/{job_id}/replicas/{replica_id}/log", ["GET"])
