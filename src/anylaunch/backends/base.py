@@ -83,6 +83,8 @@ class LogSource:
 
 # What `reconcile` answers: job id -> (native id, metadata for the store).
 Found = dict[str, tuple[str | None, dict[str, Any]]]
+# What `submit` answers: the native id and backend metadata for the store.
+Submitted = tuple[str, dict[str, Any]]
 
 
 class Backend(ABC):
@@ -128,7 +130,7 @@ class Backend(ABC):
     # -- side effects ---------------------------------------------------------------------
 
     @abstractmethod
-    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    def submit(self, plan: Plan, secrets: Mapping[str, str]) -> Submitted:
         """Send the plan; return the native id and backend metadata for the store.
 
         `secrets` holds the value of every name in `plan.secret_env`, and only those.

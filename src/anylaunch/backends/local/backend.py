@@ -29,6 +29,7 @@ from anylaunch.backends.base import (
     LogSource,
     Observation,
     PlanContext,
+    Submitted,
 )
 from anylaunch.backends.local import plan as local_plan
 from anylaunch.backends.local.config import LocalSection
@@ -94,9 +95,7 @@ class LocalBackend(Backend):
     def describe(self, plan: Plan[LocalPayload]) -> str:
         return local_plan.describe(plan)
 
-    def submit(
-        self, plan: Plan[LocalPayload], secrets: Mapping[str, str]
-    ) -> tuple[str, dict[str, Any]]:
+    def submit(self, plan: Plan[LocalPayload], secrets: Mapping[str, str]) -> Submitted:
         job_dir = Path(plan.job_dir)
         (job_dir / "logs").mkdir(parents=True, exist_ok=True)
         if plan.payload.get("nsys_dir"):

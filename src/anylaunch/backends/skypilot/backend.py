@@ -20,13 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from anylaunch.backends.base import (
-    Backend,
-    Found,
-    LogSource,
-    Observation,
-    PlanContext,
-)
+from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
 from anylaunch.backends.skypilot import task as sky_task
 from anylaunch.backends.skypilot.config import SkyPilotSection
@@ -109,9 +103,7 @@ class SkyPilotBackend(Backend):
 
     # -- side effects ---------------------------------------------------------------------
 
-    def submit(
-        self, plan: Plan[SkyPilotPayload], secrets: Mapping[str, str]
-    ) -> tuple[str, dict[str, Any]]:
+    def submit(self, plan: Plan[SkyPilotPayload], secrets: Mapping[str, str]) -> Submitted:
         job_dir = Path(plan.job_dir)
         job_dir.mkdir(parents=True, exist_ok=True)
         for rel, text in plan.files.items():

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext
+from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
 from anylaunch.backends.slurm import commands, parse, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.backends.slurm.config import SlurmSection
@@ -104,9 +104,7 @@ class SlurmBackend(Backend):
 
     # -- side effects ---------------------------------------------------------------------
 
-    def submit(
-        self, plan: Plan[SlurmPayload], secrets: Mapping[str, str]
-    ) -> tuple[str, dict[str, Any]]:
+    def submit(self, plan: Plan[SlurmPayload], secrets: Mapping[str, str]) -> Submitted:
         native = self._sbatch(plan, secrets)
         return native, {"requeue": plan.payload["requeue"], "array": False}
 
