@@ -39,6 +39,19 @@ class Check:
         return asdict(self)
 
 
+class Checks(list[Check]):
+    """Checks in the order they ran; `ok`, `warn` and `fail` add one."""
+
+    def ok(self, name: str, message: str) -> None:
+        self.append(Check(name, "ok", message))
+
+    def warn(self, name: str, message: str, fix: str | None) -> None:
+        self.append(Check(name, "warn", message, fix))
+
+    def fail(self, name: str, message: str, fix: str | None) -> None:
+        self.append(Check(name, "fail", message, fix))
+
+
 class PreflightFailed(UsageError):
     """At least one check failed; nothing was submitted."""
 
@@ -126,13 +139,13 @@ def _recipe_keys(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Ch
 
 
 def _credentials(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
-    out = []
+    out = Checks()
     for name, alternatives, fix in REQUIRED_ENV.get(backend, []):
         given = [n for n in (name, *alternatives) if env.get(n)]
         if given:
-            out.append(Check("credentials", "ok", f"{given[0]} is set"))
+            out.ok("credentials", f"{given[0]} is set")
         else:
-            out.append(Check("credentials", "fail", f"{name} is not set", fix))
+            out.fail("credentials", f"{name} is not set", fix)
     return out
 
 
@@ -180,39 +193,26 @@ def _profiling(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Chec
     profile = spec.profile or Profile()
     if not profile.enabled(spec):
         return []
-    out = []
+    out = Checks()
     if backend == "local" and shutil.which("nsys") is None:
-        out.append(
-            Check(
-                "nsys",
-                "fail",
-                "nsys is not on PATH",
-                "install Nsight Systems, or turn profiling off",
-            )
-        )
+        out.fail("nsys", "nsys is not on PATH", "install Nsight Systems, or turn profiling off")
     limit_s = _time_limit_s(spec)
     if profile.force:
-        out.append(Check("profile_length", "ok", "profiling forced (profile.force)"))
+        out.ok("profile_length", "profiling forced (profile.force)")
     elif limit_s is None:
-        out.append(
-            Check(
-                "profile_length",
-                "warn",
-                "profiling with no time limit: nsys slows the job and writes large reports",
-                f"keep the run under {profile.max_minutes:g} min (e.g. fewer steps), or set profile.force: true",
-            )
+        out.warn(
+            "profile_length",
+            "profiling with no time limit: nsys slows the job and writes large reports",
+            f"keep the run under {profile.max_minutes:g} min (e.g. fewer steps), or set profile.force: true",
         )
     elif limit_s > profile.max_minutes * 60:
-        out.append(
-            Check(
-                "profile_length",
-                "fail",
-                f"profiling a {limit_s / 60:g}-minute run: over profile.max_minutes ({profile.max_minutes:g})",
-                "profile a short run (lower the time limit or the steps), or set profile.force: true",
-            )
+        out.fail(
+            "profile_length",
+            f"profiling a {limit_s / 60:g}-minute run: over profile.max_minutes ({profile.max_minutes:g})",
+            "profile a short run (lower the time limit or the steps), or set profile.force: true",
         )
     else:
-        out.append(Check("profile_length", "ok", f"profiled run of at most {limit_s / 60:g} min"))
+        out.ok("profile_length", f"profiled run of at most {limit_s / 60:g} min")
     return out
 
 
@@ -281,42 +281,32 @@ def _aws_chain_has_credentials() -> bool:
 
 
 def _local(spec: JobSpec) -> list[Check]:
-    out: list[Check] = []
+    out = Checks()
     section = spec.local
     if section and section.master_port:
         with socket.socket() as sock:
             try:
                 sock.bind((section.master_addr, section.master_port))
-                out.append(Check("master_port", "ok", f"port {section.master_port} is free"))
+                out.ok("master_port", f"port {section.master_port} is free")
             except OSError:
-                out.append(
-                    Check(
-                        "master_port",
-                        "fail",
-                        f"port {section.master_port} is in use on this machine",
-                        "remove local.master_port (a free port is picked) or choose another",
-                    )
+                out.fail(
+                    "master_port",
+                    f"port {section.master_port} is in use on this machine",
+                    "remove local.master_port (a free port is picked) or choose another",
                 )
     if section and section.workdir and spec.source:
         workdir = Path(spec.source).resolve().parent / section.workdir
         if not workdir.is_dir():
-            out.append(
-                Check(
-                    "workdir", "fail", f"{workdir} does not exist", "create it or fix local.workdir"
-                )
-            )
+            out.fail("workdir", f"{workdir} does not exist", "create it or fix local.workdir")
     python = section.python if section and section.python else sys.executable
     if (
         spec.launcher == "torchrun"
         and python == sys.executable
         and importlib.util.find_spec("torch") is None
     ):
-        out.append(
-            Check(
-                "torch",
-                "fail",
-                f"torch is not installed for {python} (torchrun needs it)",
-                "pip install torch (CPU: pip install torch==2.13.0 here), or use launcher: none",
-            )
+        out.fail(
+            "torch",
+            f"torch is not installed for {python} (torchrun needs it)",
+            "pip install torch (CPU: pip install torch==2.13.0 here), or use launcher: none",
         )
     return out

@@ -16,13 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from anylaunch.backends.base import (
-    Backend,
-    Found,
-    LogSource,
-    Observation,
-    PlanContext,
-)
+from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
 from anylaunch.backends.lepton import plan as lepton_plan
 from anylaunch.backends.lepton import resolve, states
 from anylaunch.backends.lepton.config import LeptonSection
@@ -31,7 +25,7 @@ from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.errors import LeptonError, LeptonNotFound, LeptonUnavailable
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
 from anylaunch.plan import Plan
-from anylaunch.preflight import Check
+from anylaunch.preflight import Check, Checks
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 
@@ -114,9 +108,7 @@ class LeptonBackend(Backend):
 
     # -- side effects ---------------------------------------------------------------
 
-    def submit(
-        self, plan: Plan[LeptonPayload], secrets: Mapping[str, str]
-    ) -> tuple[str, dict[str, Any]]:
+    def submit(self, plan: Plan[LeptonPayload], secrets: Mapping[str, str]) -> Submitted:
         with self._client() as client:
             _put_secrets(client, plan, secrets)
             try:
@@ -297,16 +289,16 @@ class LeptonBackend(Backend):
             return []  # the credentials check already says what is missing
         except AnylaunchError as exc:
             return [Check("lepton_api", "fail", exc.message, None)]
-        out: list[Check] = []
+        out = Checks()
         try:
             client.workspace()
-            out.append(Check("lepton_api", "ok", "the workspace API answers"))
+            out.ok("lepton_api", "the workspace API answers")
             ctx = self.prepare(spec, "preflight", "/nonexistent", None, reserve=False)
-            out.append(Check("resources", "ok", f"shape {ctx.values['shape']}"))
+            out.ok("resources", f"shape {ctx.values['shape']}")
             out += _mount_checks(client, ctx.values["mounts"], ctx.values.get("node_group_id"))
         except AnylaunchError as exc:
             name = "lepton_api" if not out else "resources"
-            out.append(Check(name, "fail", exc.message, getattr(exc, "fix", None)))
+            out.fail(name, exc.message, getattr(exc, "fix", None))
         finally:
             client.close()
         return out
@@ -348,7 +340,7 @@ class LeptonBackend(Backend):
 def _mount_checks(
     client: LeptonClient, mounts: list[dict[str, Any]], group: str | None
 ) -> list[Check]:
-    out = []
+    out = Checks()
     for mount in mounts:
         source, path = str(mount.get("from") or ""), str(mount.get("path") or "/")
         volume = source.split(":", 1)[1] if ":" in source else None
@@ -356,15 +348,12 @@ def _mount_checks(
             continue
         allowed = [p.path_prefix for p in client.storage_permissions(volume, group)]
         if not allowed or any(path.startswith(prefix.rstrip("/") or "/") for prefix in allowed):
-            out.append(Check("mounts", "ok", f"{path} on volume {volume} is allowed"))
+            out.ok("mounts", f"{path} on volume {volume} is allowed")
         else:
-            out.append(
-                Check(
-                    "mounts",
-                    "fail",
-                    f"{path} on volume {volume} is outside what this workspace may mount ({', '.join(allowed)})",
-                    "mount a path under one of those prefixes, or ask for access to the volume",
-                )
+            out.fail(
+                "mounts",
+                f"{path} on volume {volume} is outside what this workspace may mount ({', '.join(allowed)})",
+                "mount a path under one of those prefixes, or ask for access to the volume",
             )
     return out
 

@@ -14,7 +14,7 @@ import importlib.util
 from anylaunch import resume
 from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.skypilot.validate import INSTALL
-from anylaunch.preflight import Check
+from anylaunch.preflight import Check, Checks
 from anylaunch.spec import JobSpec
 
 
@@ -63,29 +63,23 @@ def _library() -> Check:
 
 
 def _spot(spec: JobSpec, section: SkyPilotSection) -> list[Check]:
-    out: list[Check] = []
+    out = Checks()
     folder = resume.checkpoint_dir(spec)
     if folder is None:
-        out.append(
-            Check(
-                "spot_checkpoint",
-                "warn",
-                "use_spot without a checkpoint location: a preemption restarts training from step 0",
-                "add checkpoint.dir: /checkpoints (or the recipe's restore_from.path), and"
-                " skypilot.checkpoint_bucket: s3://BUCKET/PREFIX to keep them",
-            )
+        out.warn(
+            "spot_checkpoint",
+            "use_spot without a checkpoint location: a preemption restarts training from step 0",
+            "add checkpoint.dir: /checkpoints (or the recipe's restore_from.path), and"
+            " skypilot.checkpoint_bucket: s3://BUCKET/PREFIX to keep them",
         )
     else:
         where = section.checkpoint_bucket or "a bucket SkyPilot creates for the job"
-        out.append(Check("spot_checkpoint", "ok", f"checkpoints in {folder}, mounted from {where}"))
+        out.ok("spot_checkpoint", f"checkpoints in {folder}, mounted from {where}")
     if not section.is_managed:
-        out.append(
-            Check(
-                "spot_recovery",
-                "warn",
-                "use_spot with managed: false: a preempted job is not relaunched",
-                "remove skypilot.managed (spot jobs are managed jobs by default)",
-            )
+        out.warn(
+            "spot_recovery",
+            "use_spot with managed: false: a preempted job is not relaunched",
+            "remove skypilot.managed (spot jobs are managed jobs by default)",
         )
     out.append(_interval(spec, section))
     return out

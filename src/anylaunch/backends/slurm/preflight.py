@@ -14,7 +14,7 @@ import shutil
 from anylaunch.backends.slurm import commands
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.errors import BackendError
-from anylaunch.preflight import Check
+from anylaunch.preflight import Check, Checks
 from anylaunch.spec import JobSpec
 
 # A job killed at its time limit loses what it did since its last checkpoint; leave at
@@ -48,53 +48,41 @@ def _time_checks(spec: JobSpec) -> list[Check]:
     if not s.time:
         return [Check("time_limit", "ok", "no time limit set: the partition's default applies")]
     limit = duration_seconds(s.time)
-    out: list[Check] = []
+    out = Checks()
     if not s.signal:
-        out.append(
-            Check(
-                "time_limit_signal",
-                "warn",
-                f"time {s.time} is set but no signal warns the job before the kill",
-                "set slurm.signal: USR1 and checkpoint when it arrives",
-            )
+        out.warn(
+            "time_limit_signal",
+            f"time {s.time} is set but no signal warns the job before the kill",
+            "set slurm.signal: USR1 and checkpoint when it arrives",
         )
     elif s.signal_lead >= limit:
-        out.append(
-            Check(
-                "time_limit_signal",
-                "warn",
-                f"signal_lead {s.signal_lead}s is not shorter than the time limit {limit}s:"
-                f" {s.signal} arrives as soon as the job starts",
-                "lower slurm.signal_lead or raise slurm.time",
-            )
+        out.warn(
+            "time_limit_signal",
+            f"signal_lead {s.signal_lead}s is not shorter than the time limit {limit}s:"
+            f" {s.signal} arrives as soon as the job starts",
+            "lower slurm.signal_lead or raise slurm.time",
         )
     write = s.checkpoint_write_time
     if s.signal and write is not None and s.signal_lead < write:
-        out.append(
-            Check(
-                "checkpoint_before_kill",
-                "warn",
-                f"signal_lead {s.signal_lead}s is shorter than a checkpoint write"
-                f" ({write}s): the checkpoint started on {s.signal} is killed half-written",
-                f"set slurm.signal_lead to at least {write + 60}",
-            )
+        out.warn(
+            "checkpoint_before_kill",
+            f"signal_lead {s.signal_lead}s is shorter than a checkpoint write"
+            f" ({write}s): the checkpoint started on {s.signal} is killed half-written",
+            f"set slurm.signal_lead to at least {write + 60}",
         )
     interval = spec.checkpoint.interval_minutes if spec.checkpoint else None
     if interval:
         left = limit % int(interval * 60) - (write or 0)
         if left < SAFE_MARGIN_S:
-            out.append(
-                Check(
-                    "time_after_last_checkpoint",
-                    "warn",
-                    f"time {s.time} leaves {max(left, 0)}s after the last periodic checkpoint"
-                    f" (every {interval:g} min): under {SAFE_MARGIN_S // 60} minutes",
-                    "shorten checkpoint.interval_minutes, extend slurm.time, or checkpoint on"
-                    f" {s.signal or 'USR1'}",
-                )
+            out.warn(
+                "time_after_last_checkpoint",
+                f"time {s.time} leaves {max(left, 0)}s after the last periodic checkpoint"
+                f" (every {interval:g} min): under {SAFE_MARGIN_S // 60} minutes",
+                "shorten checkpoint.interval_minutes, extend slurm.time, or checkpoint on"
+                f" {s.signal or 'USR1'}",
             )
     if not out:
-        out.append(Check("time_limit", "ok", f"time {s.time}; {s.signal} {s.signal_lead}s before"))
+        out.ok("time_limit", f"time {s.time}; {s.signal} {s.signal_lead}s before")
     return out
 
 
@@ -124,20 +112,14 @@ def cluster_checks(spec: JobSpec) -> list[Check]:
         commands.run(["scontrol", "ping"])
     except BackendError as exc:
         return [Check("controller", "fail", exc.message, "start slurmctld or set SLURM_CONF")]
-    out = [Check("controller", "ok", "slurmctld answers")]
+    out = Checks()
+    out.ok("controller", "slurmctld answers")
     if s.partition:
         proc = commands.run(["sinfo", "--noheader", "--partition", s.partition, "-o", "%P"])
         if proc.stdout.strip():
-            out.append(Check("partition", "ok", f"partition {s.partition} exists"))
+            out.ok("partition", f"partition {s.partition} exists")
         else:
-            out.append(
-                Check(
-                    "partition",
-                    "fail",
-                    f"no partition {s.partition}",
-                    "pick one of: sinfo -h -o %P",
-                )
-            )
+            out.fail("partition", f"no partition {s.partition}", "pick one of: sinfo -h -o %P")
             return out
     sources = [m.source for m in s.extra_mounts] + [m.source for m in spec.mounts]
     if s.nemo_mount:
@@ -154,32 +136,26 @@ def cluster_checks(spec: JobSpec) -> list[Check]:
     try:
         proc = commands.run(argv)
     except BackendError as exc:
-        out.append(Check("nodes", "warn", f"could not run on the nodes: {exc.message}", None))
+        out.warn("nodes", f"could not run on the nodes: {exc.message}", None)
         return out
     missing = [
         line.split(" ", 2)[1:] for line in proc.stdout.splitlines() if line.startswith("missing ")
     ]
     busy = [line.split(" ")[1] for line in proc.stdout.splitlines() if line.startswith("port ")]
     for node, source in missing:
-        out.append(
-            Check(
-                "mounts",
-                "fail",
-                f"mount source {source} is missing on node {node}",
-                "create it on every node (or fix slurm.extra_mounts)",
-            )
+        out.fail(
+            "mounts",
+            f"mount source {source} is missing on node {node}",
+            "create it on every node (or fix slurm.extra_mounts)",
         )
     if sources and not missing:
-        out.append(Check("mounts", "ok", f"{len(sources)} mount source(s) exist on the nodes"))
+        out.ok("mounts", f"{len(sources)} mount source(s) exist on the nodes")
     if busy:
-        out.append(
-            Check(
-                "master_port",
-                "warn",
-                f"port {s.master_port} is in use on {', '.join(sorted(set(busy)))}",
-                "set slurm.master_port to a free port",
-            )
+        out.warn(
+            "master_port",
+            f"port {s.master_port} is in use on {', '.join(sorted(set(busy)))}",
+            "set slurm.master_port to a free port",
         )
     else:
-        out.append(Check("master_port", "ok", f"port {s.master_port} is free on the nodes"))
+        out.ok("master_port", f"port {s.master_port} is free on the nodes")
     return out
