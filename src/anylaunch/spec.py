@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import (
     AfterValidator,
@@ -45,6 +45,19 @@ if TYPE_CHECKING:
     from anylaunch.backends.local.config import LocalSection
     from anylaunch.backends.skypilot.config import SkyPilotSection
     from anylaunch.backends.slurm.config import SlurmSection
+
+
+_Section = TypeVar("_Section", bound=BaseModel)
+
+
+class _BuiltinSection(Generic[_Section]):
+    """`spec.slurm` and the like: the job's section for the backend of that name, typed."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.backend = name
+
+    def __get__(self, spec: JobSpec, owner: type | None = None) -> _Section | None:
+        return cast("_Section | None", spec.section(self.backend))
 
 
 def section_model(backend: str) -> type[BaseModel] | None:
@@ -214,21 +227,10 @@ class JobSpec(Strict):
 
     # The sections of the backends this version ships, typed, for the code that reads
     # them (a registered backend reads its own with `section`).
-    @property
-    def local(self) -> LocalSection | None:
-        return cast("LocalSection | None", self._sections.get("local"))
-
-    @property
-    def slurm(self) -> SlurmSection | None:
-        return cast("SlurmSection | None", self._sections.get("slurm"))
-
-    @property
-    def skypilot(self) -> SkyPilotSection | None:
-        return cast("SkyPilotSection | None", self._sections.get("skypilot"))
-
-    @property
-    def lepton(self) -> LeptonSection | None:
-        return cast("LeptonSection | None", self._sections.get("lepton"))
+    local: ClassVar[_BuiltinSection[LocalSection]] = _BuiltinSection()
+    slurm: ClassVar[_BuiltinSection[SlurmSection]] = _BuiltinSection()
+    skypilot: ClassVar[_BuiltinSection[SkyPilotSection]] = _BuiltinSection()
+    lepton: ClassVar[_BuiltinSection[LeptonSection]] = _BuiltinSection()
 
     @field_validator("name")
     @classmethod
