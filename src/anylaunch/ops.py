@@ -88,7 +88,7 @@ def dry_run(args: inputs.DryRunArgs) -> dict[str, Any]:
 
     spec = load(args)
     name = route(spec, args.backend)
-    plan = api.dry_run(spec, name).model_dump(mode="json")
+    plan = api.dry_run(spec, name).to_json()
     return {"id": None, "kind": "job", "dry_run": True, "backend": name, "plan": plan}
 
 

@@ -42,6 +42,10 @@ class Plan(BaseModel, Generic[PayloadT]):
     # plan (dry run, --json), so a guess is never taken for a fact.
     guesses: list[str] = Field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        """The plan as `--json` shows it: named by the job it renders, like every object."""
+        return {"id": self.job_id, "kind": "plan", **self.model_dump(mode="json")}
+
 
 def check_runnable(spec: JobSpec, backend: str) -> None:
     """What every backend needs before rendering: a command, and a launcher it can run."""

@@ -36,7 +36,7 @@ class Check:
     fix: str | None = None
 
     def to_json(self) -> dict[str, str | None]:
-        return asdict(self)
+        return {"id": self.name, "kind": "check", **asdict(self)}
 
 
 class Checks(list[Check]):

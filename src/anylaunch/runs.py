@@ -45,20 +45,27 @@ class RunView:
             "kind": "run",
             "state": self.state.value,
             "backend": self.backend,
-            "splits": splits_json(self.splits),
+            "splits": splits_json(self.id, self.splits),
         }
 
 
-def splits_json(splits: Mapping[int, list[JobRecord]]) -> list[dict[str, Any]]:
+def splits_json(run_id: str, splits: Mapping[int, list[JobRecord]]) -> list[dict[str, Any]]:
     """Each split's state (its newest attempt's) and every attempt, in split order."""
     return [
         {
+            "id": split_ref(run_id, i),
+            "kind": "split",
             "split_id": i,
             "state": attempts[-1].state.value,
             "attempts": [a.summary() for a in attempts],
         }
         for i, attempts in sorted(splits.items())
     ]
+
+
+def split_ref(run_id: str, split_id: int) -> str:
+    """A split's id in `--json`: its run's id and its number (`r-1a2b3c4d/0`)."""
+    return f"{run_id}/{split_id}"
 
 
 def run_state(latest: Iterable[State]) -> State:

@@ -865,10 +865,11 @@ class Store(WorkflowTables):
         return result
 
     def events(self, job_id: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
+        """A job's history, oldest first; each event's id is the job's and its place in it."""
         rows = self._db.execute(
             "SELECT at, state, detail FROM events WHERE job_id = ? ORDER BY at, rowid", (job_id,)
         )
-        return [dict(row) for row in rows]
+        return [{"id": f"{job_id}/{n}", "kind": "event", **dict(row)} for n, row in enumerate(rows)]
 
     def count(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]

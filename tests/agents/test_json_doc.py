@@ -40,9 +40,34 @@ def test_every_object_a_command_prints_has_id_and_kind():
             assert {"id", "kind"} <= set(body["properties"]), (command, body.get("title"))
 
 
+# Mappings that are parts of one object (an error's code and message, where a diagnosis
+# saw the first failure), not objects of their own.
+PARTS = {"ErrorBody", "FirstFailure"}
+
+
+def test_every_object_nested_in_another_has_id_and_kind_too():
+    for command in COMMANDS:
+        for name, body in command_schema(command).get("$defs", {}).items():
+            if body.get("type") == "object" and name not in PARTS:
+                assert {"id", "kind"} <= set(body.get("properties", {})), (command, name)
+
+
 def test_a_run_of_splits_prints_its_id_and_kind_run(cli, write):
     path = write("launcher: none\nsplits: 2\ncommand: [bash, -c, 'exit 0']\n")
     run = cli("run", str(path), "--json").json()
     assert run["kind"] == "run" and run["id"] and "run" not in run
     assert all(a["kind"] == "job" for s in run["splits"] for a in s["attempts"])
+    splits = [(s["kind"], s["id"]) for s in run["splits"]]
+    assert splits == [("split", f"{run['id']}/0"), ("split", f"{run['id']}/1")]
     assert cli("status", run["id"], "--json").json()["id"] == run["id"]
+
+
+def test_a_jobs_events_and_plan_carry_id_and_kind(cli, write):
+    path = write("launcher: none\ncommand: [bash, -c, 'exit 0']\n")
+    dry = cli("run", str(path), "--dry-run", "--json").json()
+    assert (dry["plan"]["kind"], dry["plan"]["id"]) == ("plan", dry["plan"]["job_id"])
+    job = cli("run", str(path), "--json").json()
+    events = cli("status", job["id"], "--json").json()["events"]
+    assert events and [(e["kind"], e["id"]) for e in events] == [
+        ("event", f"{job['id']}/{n}") for n in range(len(events))
+    ]

@@ -27,6 +27,21 @@ what it is in `kind` and which one in `id`:
 | `shape`, `volume` | the Lepton resource shape id; the volume as a mount's `from` names it |
 | `preflight`, `error` | `null`: they describe a request, not something recorded |
 
+Objects nested in others name themselves the same way:
+
+| kind | id |
+|---|---|
+| `split` | the run id and the split's number (`RUN/0`); its `attempts` are `job` objects |
+| `step` | the step id in the workflow file |
+| `event` | the job id and the event's place in the job's history (`JOB/0`: the first) |
+| `plan` | the job id the plan renders |
+| `check` | the preflight check's name |
+| `handoff` | the consuming step's input path |
+| `evidence` | where the log line is: `SOURCE:LINE` |
+
+Two mappings are parts of their object rather than objects: an error's `error` (code
+and message) and a diagnosis's `first_failure`; they carry no `id` or `kind`.
+
 A failed command prints the `error` object on stdout (exit status 1, or 2 for bad
 input). The machine-readable JSON Schemas are in docs/schemas/ (`anylaunch schema
 COMMAND` prints one). This page is written from the same models by

@@ -45,6 +45,10 @@ class JobSummary(_Out):
 
 
 class Event(_Out):
+    """One change in a job's history."""
+
+    id: str = Field(description="the job id and the event's place in its history: JOB/0 first")
+    kind: Literal["event"]
     at: float
     state: State
     detail: str | None
@@ -60,6 +64,10 @@ class JobStatus(JobSummary):
 
 
 class Split(_Out):
+    """One split of a run: its state (its newest attempt's) and every attempt."""
+
+    id: str = Field(description="the run id and the split's number: RUN/0")
+    kind: Literal["split"]
     split_id: int
     state: State
     attempts: list[JobSummary] = Field(description="every try, oldest first")
@@ -78,6 +86,8 @@ class RunStatus(_Out):
 class PlanOut(_Out):
     """The exact thing the backend would submit; secrets appear by name only."""
 
+    id: str = Field(description="the job id the plan renders (the same as job_id)")
+    kind: Literal["plan"]
     backend: str
     job_id: str
     name: str
@@ -102,6 +112,10 @@ class DryRun(_Out):
 
 
 class Check(_Out):
+    """One preflight check."""
+
+    id: str = Field(description="the check's name (the same as name)")
+    kind: Literal["check"]
     name: str
     status: Literal["ok", "warn", "fail"]
     message: str
@@ -126,6 +140,10 @@ class Logs(_Out):
 
 
 class Evidence(_Out):
+    """One log line that shows the cause."""
+
+    id: str = Field(description="where the line is: SOURCE:LINE")
+    kind: Literal["evidence"]
     node: int | None
     rank: int | None
     line: int
@@ -137,6 +155,8 @@ class Evidence(_Out):
 
 
 class FirstFailure(_Out):
+    """Part of a diagnosis, not an object of its own: no id or kind."""
+
     rank: int | None
     node: int | None
     where: str | None
@@ -158,6 +178,8 @@ class Diagnosis(_Out):
 
 
 class ErrorBody(_Out):
+    """Part of an error, not an object of its own: no id or kind."""
+
     code: str = Field(description="machine-readable: CONFIG, USAGE, JOB_NOT_FOUND, PREFLIGHT, ...")
     message: str = Field(description="one line naming what is wrong and the fix")
 
@@ -225,6 +247,8 @@ StepState = Literal[
 class Handoff(_Out):
     """An input of a step that is an earlier step's output, and how it gets there."""
 
+    id: str = Field(description="the consumer's input path (the same as input)")
+    kind: Literal["handoff"]
     input: str = Field(description="the consumer's input path")
     step: str = Field(description="the step that writes it")
     output: str = Field(description="the producer's output path")
@@ -236,7 +260,10 @@ class Handoff(_Out):
 
 
 class WorkflowStep(_Out):
+    """One step of a workflow and its state."""
+
     id: str = Field(description="the step id in the workflow file")
+    kind: Literal["step"]
     state: StepState = Field(
         description="a run's state once started; WAITING (needs not done), BLOCKED (a"
         " need failed), SKIPPED (not in this run: --only/--from)"
@@ -269,7 +296,10 @@ class WorkflowStatus(_Out):
 
 
 class WorkflowPlanStep(_Out):
-    id: str
+    """One step of a workflow's dry run and its plan."""
+
+    id: str = Field(description="the step id in the workflow file")
+    kind: Literal["step"]
     backend: BackendName
     needs: list[str]
     splits: int | None

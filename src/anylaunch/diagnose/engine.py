@@ -182,6 +182,8 @@ def _root_cause_ranks(lines: Sequence[LogLine]) -> dict[int | None, int]:
 def _evidence(finding: Finding) -> dict[str, Any]:
     line = finding.line
     return {
+        "id": f"{line.source}:{line.lineno}",
+        "kind": "evidence",
         "node": line.node,
         "rank": line.rank,
         "line": line.lineno,

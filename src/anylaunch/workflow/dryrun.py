@@ -28,12 +28,13 @@ def plans(workflow: Workflow, selected: list[str]) -> dict[str, Any]:
         steps.append(
             {
                 "id": sid,
+                "kind": "step",
                 "backend": step.backend,
                 "needs": step.needs,
                 "splits": step.splits,
                 "runs": sid in selected,
                 "handoffs": [h.to_json() for h in step.handoffs],
-                "plan": plan.model_dump(mode="json") if plan else None,
+                "plan": plan.to_json() if plan else None,
             }
         )
     return {

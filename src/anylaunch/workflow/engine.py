@@ -47,13 +47,14 @@ class StepView:
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "kind": "step",
             "state": self.state,
             "backend": self.backend,
             "needs": self.needs,
             "run_id": self.run_id,
             "error": self.error,
             "handoffs": self.handoffs,
-            "splits": splits_json(self.splits),
+            "splits": splits_json(self.run_id or "", self.splits),
         }
 
 
@@ -127,7 +128,8 @@ def _step(
         info["backend"],
         info["needs"],
         WAITING,
-        handoffs=info.get("handoffs", []),
+        # A workflow recorded before handoffs carried id and kind gets them here.
+        handoffs=[{"id": h["input"], "kind": "handoff", **h} for h in info.get("handoffs", [])],
         split_count=info.get("splits"),
     )
     if sid not in record.doc["selected"]:

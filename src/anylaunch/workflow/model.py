@@ -27,7 +27,7 @@ class Handoff:
     filesystem: str | None = None  # with SHARED: the filesystem both steps see
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"id": self.input, "kind": "handoff", **asdict(self)}
 
     def describe(self) -> str:
         where = f"shared filesystem {self.filesystem}" if self.via == SHARED else "S3"
