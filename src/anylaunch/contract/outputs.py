@@ -281,9 +281,9 @@ class WorkflowStatus(_Out):
 
     id: str = Field(description="the workflow id (wf-...)")
     kind: Literal["workflow"]
+    state: Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
     name: str
     file: str
-    state: Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
     mode: Literal["controller", "manual", "slurm"] = Field(
         description="controller: a detached process advances it; manual: execute_step;"
         " slurm: every step on Slurm, handed over at once with native dependencies"

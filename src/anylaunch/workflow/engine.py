@@ -74,9 +74,9 @@ class WorkflowView:
         return {
             "id": self.record.id,
             "kind": "workflow",
+            "state": self.state,
             "name": self.record.name,
             "file": self.record.file,
-            "state": self.state,
             "mode": doc.get("mode", wfrecord.CONTROLLED),
             "controller": self.controller_alive,
             "levels": doc["levels"],
