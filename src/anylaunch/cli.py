@@ -462,9 +462,21 @@ def cancel(job_ids: tuple[str, ...], as_json: bool) -> None:
 @click.option("--token", envvar="LEPTON_EMULATOR_TOKEN", help="Accepted token (default: random).")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Replica files (default: tmp).")
 @click.option("--fault", "faults", multiple=True, metavar="JSON", help="A fault to switch on.")
+@click.option(
+    "--outside",
+    multiple=True,
+    metavar="HOST:PORT",
+    help="A loopback endpoint jobs may reach (e.g. the S3 server); repeatable.",
+)
 @_handles_errors
 def lepton_emulator(
-    port: int, host: str, workspace: str, token: str | None, state_dir: str | None, faults: tuple
+    port: int,
+    host: str,
+    workspace: str,
+    token: str | None,
+    state_dir: str | None,
+    faults: tuple,
+    outside: tuple,
 ) -> None:
     """Serve a local emulator of the DGX Cloud Lepton job API until interrupted.
 
@@ -495,6 +507,7 @@ def lepton_emulator(
             token=token,
             state_dir=Path(state_dir or tempfile.mkdtemp(prefix="lepton-emu-")),
             faults=parsed,
+            outside=outside,
         )
     except (ValueError, OSError) as exc:
         raise UsageError(f"lepton-emulator: {exc}") from None

@@ -42,7 +42,8 @@ def test_a_bare_image_job_stages_in_resumes_after_eviction_and_uploads(
           can_be_preempted: true
         """
     )
-    with Emulator(state_dir=tmp_path / "emulator", seed=5) as emulator:
+    outside = [cli_env["S3_ENDPOINT_URL"]]  # the S3 server: a job reaches it, as on Lepton
+    with Emulator(state_dir=tmp_path / "emulator", seed=5, outside=outside) as emulator:
         volume = emulator.world.volumes / PERMITTED
         (volume / "programs").mkdir(parents=True)
         shutil.copy(PROGRAM, volume / "programs" / PROGRAM.name)

@@ -29,7 +29,9 @@ def test_lepton_replicas_read_s3_inputs_and_worker_0_uploads(
         lepton: {{}}
         """
     )
-    with Emulator(state_dir=tmp_path / "emulator", seed=3) as emulator:
+    # The S3 server is what a job reaches outside its own network, as on Lepton.
+    outside = [cli_env["S3_ENDPOINT_URL"]]
+    with Emulator(state_dir=tmp_path / "emulator", seed=3, outside=outside) as emulator:
         env = {**cli_env, **emulator.env()}
         result = cli("run", str(path), "--json", env=env, timeout=180)
         assert result.rc == 0, result.out + result.err

@@ -74,7 +74,8 @@ def test_four_steps_across_local_slurm_and_lepton_succeed_after_retrying_one_spl
         """,
         "wf.yaml",
     )
-    with Emulator(state_dir=tmp_path / "emulator", seed=5) as emulator:
+    outside = [cli_env["S3_ENDPOINT_URL"]]  # the S3 server: a job reaches it, as on Lepton
+    with Emulator(state_dir=tmp_path / "emulator", seed=5, outside=outside) as emulator:
         volume_dir(emulator, MOUNT).mkdir(parents=True, exist_ok=True)
         env = {
             **cli_env,

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anylaunch.lepton_emulator import catalog, images, sandbox
+from anylaunch.lepton_emulator import catalog, images, network, sandbox
 from anylaunch.lepton_emulator.faults import Fault
+from anylaunch.lepton_emulator.network import Endpoint, JobNetwork
 from anylaunch.lepton_emulator.replicas import Replica
 
 # Without namespaces there are no images: replicas run on this machine, as they used to.
@@ -45,6 +46,8 @@ class JobRun:
     volumes: Path  # the node groups' volumes: <volumes>/<volume name>/<path in volume>
     secrets: dict[str, str]  # resolved secret values, for the replicas' environment
     pull_secret_ok: bool = False  # an image_pull_secrets entry names a secret for nvcr.io
+    outside: tuple[Endpoint, ...] = ()  # host endpoints standing in for the internet
+    net: JobNetwork | None = None  # the job's network namespace, made for its first replica
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     state: str = "Queueing"
     since: float = field(default_factory=time.time)
@@ -128,6 +131,21 @@ class JobRun:
             self.state, self.since = state, time.time()
             if state in ("Completed", "Failed", "Stopped"):
                 self.completion_ms = int(time.time() * 1000)
+            if state in TERMINAL:
+                self._drop_network()
+
+    def _enter_network(self) -> list[str]:
+        """The argv prefix that puts a replica in this job's network (none without root)."""
+        if not network.works():
+            return []
+        if self.net is None:
+            self.net = JobNetwork(self.outside)
+        return self.net.enter()
+
+    def _drop_network(self) -> None:
+        if self.net is not None:
+            self.net.close()
+            self.net = None
 
     # -- the loop -------------------------------------------------------------------
 
@@ -271,8 +289,16 @@ class JobRun:
         self.event("Normal", "Pulled", f'Container image "{self.image}" present', replica.id)
         self.event("Normal", "Started", "Started container main", replica.id)
         home = self.root / replica.id
+        try:
+            enter = self._enter_network()
+        except OSError as exc:  # never fall back to the host's network: say why, exit 127
+            self.event("Warning", "FailedCreatePodSandBox", f"network: {exc}", replica.id)
+            replica.lines.append((time.time_ns(), f"cannot create the pod network: {exc}"))
+            replica.exit_code = 127
+            return
         replica.start(
-            sandbox.wrap(
+            enter
+            + sandbox.wrap(
                 command,
                 root=self.root / f".root-{replica.id}",
                 hosts=hosts_file,
@@ -437,3 +463,4 @@ class JobRun:
     def end(self) -> None:
         for replica in self.replicas:
             replica.kill("delete")
+        self._drop_network()

@@ -1,10 +1,10 @@
 """Each replica in its own root: the image's files, its declared mounts, nothing else.
 
 On Lepton, `worker-<i>.<job>-job-svc` is a DNS name inside the job's service subdomain.
-Here each job gets its own addresses in 127.0.0.0/8 (so two jobs can both listen on
-MASTER_PORT 29400), and each replica runs in a fresh mount + UTS namespace (`unshare`,
-as root) whose hostname is the worker's own name and whose root is a private tmpfs
-holding only:
+Here each job gets its own addresses in 127.0.0.0/8, on the `lo` of the job's own network
+namespace (network.py: so two jobs can both listen on MASTER_PORT 29400), and each
+replica runs in a fresh mount + UTS namespace (`unshare`, as root) whose hostname is the
+worker's own name and whose root is a private tmpfs holding only:
 
 - the system's /usr and /etc (read-only /usr, the distribution's Python packages hidden),
   /dev, /proc, /sys, an empty /tmp, and /etc/hosts listing the job's workers;
@@ -14,8 +14,9 @@ holding only:
 
 So an undeclared path, the project's checkout and its virtualenv are simply absent,
 as they would be in a container. Nothing outside the namespace changes. Without
-namespaces (no unshare, no privilege) replicas run directly and only single-worker jobs
-can resolve their names; the strict-image tests skip there.
+namespaces (no unshare, no privilege) replicas run directly on this machine's network and
+only single-worker jobs can resolve their names; two multi-worker jobs at once then meet
+on MASTER_PORT 29400, and the strict-image and network tests skip.
 """
 
 from __future__ import annotations

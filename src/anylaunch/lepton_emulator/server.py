@@ -13,6 +13,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import httpx
 import uvicorn
 
 from anylaunch.lepton_emulator.app import build
+from anylaunch.lepton_emulator.network import parse_endpoint
 from anylaunch.lepton_emulator.world import World
 
 DEFAULT_WORKSPACE = "ws-emulator"
@@ -50,14 +52,19 @@ class Emulator:
         token: str | None = None,
         state_dir: Path | None = None,
         seed: int | None = None,
+        outside: Sequence[str] = (),
     ) -> None:
+        """`outside`: host endpoints (HOST:PORT or URLs on loopback) jobs may reach, such as
+        the S3 server; nothing else of this machine is reachable from a job."""
         self.token = token or "emu-" + secrets.token_hex(12)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         root = state_dir
         if root is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="lepton-emu-")
             root = Path(self._tmp.name)
-        self.world = World(workspace, {self.token}, root, seed)
+        self.world = World(
+            workspace, {self.token}, root, seed, [parse_endpoint(o) for o in outside]
+        )
         self._sock = loopback_socket("127.0.0.1", port)
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(build(self.world), log_level="warning", lifespan="off", ws="none")
@@ -134,11 +141,12 @@ def serve(
     token: str,
     state_dir: Path,
     faults: list[dict[str, Any]] | None = None,
+    outside: Sequence[str] = (),
 ) -> None:
     """Run in the foreground until SIGINT/SIGTERM, then end every replica."""
     from anylaunch.lepton_emulator.faults import Fault
 
-    world = World(workspace, {token}, state_dir)
+    world = World(workspace, {token}, state_dir, None, [parse_endpoint(o) for o in outside])
     world.faults.add([Fault.model_validate(f) for f in faults or []])
     sock = loopback_socket(host, port)
     bound = sock.getsockname()[1]

@@ -11,19 +11,29 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from anylaunch.lepton_emulator import validate
 from anylaunch.lepton_emulator.faults import FaultBook
 from anylaunch.lepton_emulator.jobs import TERMINAL, JobRun, suffix
+from anylaunch.lepton_emulator.network import Endpoint
 
 ALIVE_HIDDEN = frozenset({"Deleted", "Archived"})
 
 
 class World:
-    def __init__(self, workspace: str, tokens: set[str], state_dir: Path, seed: int | None = None):
+    def __init__(
+        self,
+        workspace: str,
+        tokens: set[str],
+        state_dir: Path,
+        seed: int | None = None,
+        outside: Sequence[Endpoint] = (),
+    ):
         self.workspace = workspace
+        self.outside = tuple(outside)  # what a job reaches beyond its own network
         self.tokens = tokens
         self.state_dir = state_dir
         self.volumes = state_dir / "volumes"  # the node groups' shared volumes, on disk
@@ -34,10 +44,11 @@ class World:
         self.pull_secrets: dict[str, dict[str, Any]] = {}
         self.calls: Counter[str] = Counter()  # "METHOD /route/template" -> requests served
         # Each job's workers get loopback addresses from its slot (sandbox.job_addresses).
-        # Emulators of other checkouts share this host's 127.0.0.0/8: starting at a random
-        # slot keeps two of them from giving live jobs the same addresses. It does not keep
-        # their MASTER_PORT apart: torch's TCPStore listens on every address, so two
-        # multi-replica jobs running at the same moment on this host still meet on 29400.
+        # With namespaces those live in the job's own network (network.py), where its
+        # MASTER_PORT is its own too. Without them (no root) every job shares this host's
+        # 127.0.0.0/8 with the emulators of other checkouts: starting at a random slot keeps
+        # their live jobs' addresses apart, though not their MASTER_PORT (torch's TCPStore
+        # listens on every address), so there two multi-replica jobs at once meet on 29400.
         self._slots = random.randrange(37_500)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="lepton-emulator-loop", daemon=True)
@@ -116,6 +127,7 @@ class World:
                 root=self.state_dir / "jobs" / job_id,
                 volumes=self.volumes,
                 secrets=dict(self.secrets),
+                outside=self.outside,
                 pull_secret_ok=any(
                     self.pull_secrets.get(n, {}).get("registry_server") == "nvcr.io"
                     for n in spec.get("image_pull_secrets") or []
