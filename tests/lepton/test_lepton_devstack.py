@@ -57,3 +57,17 @@ def test_the_devstack_emulator_answers_the_sdk(devstack):
     assert [v["type"] for v in volumes] == ["Filestore", "Lustre"]
     # The API says only "nfs": the filesystem is read from the name, and said to be.
     assert all(v["type_guessed"] and v["kind"] == "volume" for v in volumes)
+
+
+def test_up_relays_this_checkouts_s3_server_into_jobs(tmp_path, home):
+    # The s3 service starts before the emulator and writes its endpoint to s3.env; jobs
+    # reach that endpoint, and only it, from their own network.
+    state = tmp_path / "devstack"
+    state.mkdir()
+    (state / "s3.env").write_text("export S3_ENDPOINT_URL=http://127.0.0.1:29871\n")
+    subprocess.run([str(SCRIPT), "up", str(state)], check=True, timeout=120)
+    try:
+        argv = psutil.Process(int((state / "lepton" / "pid").read_text())).cmdline()
+    finally:
+        subprocess.run([str(SCRIPT), "down", str(state)], check=True, timeout=60)
+    assert argv[argv.index("--outside") + 1] == "http://127.0.0.1:29871"
