@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from bench.common import ROOT, Row
+from bench.common import ROOT, Row, interleaved, median_ms
 
 GROUP = "diagnose"
 GOAL = 0.95
@@ -42,21 +42,22 @@ def run() -> list[Row]:
     ]
 
 
-def long_log(lines: int = 50_000) -> Row:
+def long_log(lines: int = 50_000, rounds: int = 3) -> Row:
     """A long run's log: progress lines on every rank, the failure at the end."""
     from anylaunch.diagnose import diagnose_text
 
     text = "\n".join(f"[rank{i % 8}]: step {i} loss 0.{i % 97} lr 3e-4" for i in range(lines))
     text += "\n[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
-    started = time.perf_counter()
-    code = diagnose_text(text).code
-    seconds = time.perf_counter() - started
+    codes: list[str] = []
+    samples = interleaved({"log": lambda: codes.append(diagnose_text(text).code)}, rounds, 0)
+    seconds = median_ms(samples["log"]) / 1000
+    code = codes[-1]
     return Row(
         GROUP,
         f"a {lines:,}-line log",
         ours=f"{seconds:.1f} s",
         goal="≤ 5 s",
         met=seconds <= 5 and code == "OOM_GPU",
-        note=f"diagnosed {code}",
+        note=f"diagnosed {code}; median of {rounds}",
         data={"seconds": seconds, "code": code},
     )

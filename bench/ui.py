@@ -6,7 +6,9 @@ Debian's Chromium and Playwright are installed, a second row times the page in t
 browser, from navigation to the load event (HTML, stylesheet, script, first paint).
 Rounds are interleaved with a baseline: over HTTP the live-refresh fragment the open page
 fetches every 2 s; in Chromium the server's smallest page (an error page, same stylesheet
-and script), the floor that any page costs on this machine at this moment.
+and script), the floor that any page costs on this machine at this moment. In Chromium the
+time is the browser's own navigation timing; the note adds the wall time through
+Playwright, whose round trips to the browser are the harness's, not the page's.
 """
 
 from __future__ import annotations
@@ -142,6 +144,11 @@ def _browser(url: str, rounds: int, case: str, goal: str) -> Row:
         return skipped(GROUP, f"{case} (Chromium)", goal, "chromium or playwright not installed")
     from playwright.sync_api import sync_playwright
 
+    # The browser's own clock: navigation start to the end of the load event
+    # (PerformanceNavigationTiming). Playwright's round trips to drive the browser are the
+    # harness's cost, not the page's; they are shown beside it.
+    timing: dict[str, list[float]] = {"load": [], "floor": []}
+    navigation = "performance.getEntriesByType('navigation')[0].loadEventEnd"
     with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=chromium, headless=True, args=FLAGS)
         try:
@@ -149,15 +156,30 @@ def _browser(url: str, rounds: int, case: str, goal: str) -> Row:
 
             def load() -> None:
                 page.goto(url, wait_until="load")
-                assert page.locator("tr[data-job-id]").count() == 50
+                timing["load"].append(page.evaluate(navigation) / 1000)
 
             def floor() -> None:  # the server's smallest page: what any page costs here
                 page.goto(url + "jobs/nosuchjob", wait_until="load")
+                timing["floor"].append(page.evaluate(navigation) / 1000)
 
             samples = interleaved({"load": load, "floor": floor}, rounds)
+            page.goto(url, wait_until="load")
+            shown = page.locator("tr[data-job-id]").count()
         finally:
             browser.close()
-    value, least = median_ms(samples["load"]), median_ms(samples["floor"])
+    if shown != 50:
+        raise RuntimeError(f"the first page shows {shown} jobs, not 50")
+    # The untimed warm-up round is not in `samples`, and its timings come first.
+    value, least = median_ms(timing["load"][1:]), median_ms(timing["floor"][1:])
+    harness = median_ms(samples["load"])
+    note = (
+        f"the browser's navigation timing (start to load event), median of {rounds},"
+        f" interleaved with the smallest page; with Playwright's round trips {ms(harness)}"
+    )
+    if least > GOAL_MS:
+        note += f"; misses: the smallest page alone takes {ms(least)} here, above the goal"
+    elif value > GOAL_MS:
+        note += f"; misses: {ms(value - least)} above the smallest page"
     return Row(
         GROUP,
         f"{case} (Chromium)",
@@ -165,8 +187,8 @@ def _browser(url: str, rounds: int, case: str, goal: str) -> Row:
         other=f"{ms(least)} (smallest page)",
         goal=goal,
         met=value <= GOAL_MS,
-        note=f"navigation to load event, median of {rounds}, interleaved with the smallest page",
-        data={"load_ms": value, "floor_ms": least},
+        note=note,
+        data={"load_ms": value, "floor_ms": least, "harness_ms": harness},
     )
 
 
