@@ -183,7 +183,9 @@ def refresh(
         orphans = [
             j for j in jobs if j.native_id is None and not busy_elsewhere(j.meta.get("submitter"))
         ]
-        if orphans:
+        # While the controller is known not to answer, looking for orphans would only wait
+        # for it once more: they are looked for after a poll that got an answer.
+        if orphans and reach.note(store.root, backend) is None:
             reconcile(impl, orphans, store, _never_submitted)
             for job in orphans:  # adopted (a native id now) or settled: poll what is stored
                 vars(job).update(vars(store.get(job.id)))

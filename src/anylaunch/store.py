@@ -170,6 +170,7 @@ class JobRecord:
             "job_dir": self.job_dir,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "stale": self.stale,
         }
 
 

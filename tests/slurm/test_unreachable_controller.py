@@ -70,3 +70,88 @@ def test_a_silent_controller_shows_last_known_states_marked_stale(cli, devstack,
         assert "(stale)" not in back.out and "unreachable" not in back.err, back.out + back.err
     finally:
         cli("cancel", job_id, env=live)
+
+
+def test_json_output_marks_the_last_known_states_stale_while_the_controller_is_silent(
+    cli, devstack, dead_conf, write
+):
+    live = {"SLURM_CONF": devstack["SLURM_CONF"]}
+    dead = {"SLURM_CONF": dead_conf}
+    path = write("name: stale-json\nlauncher: none\ncommand: sleep 300\n")
+    started = cli("run", str(path), "--backend", "slurm", "--detach", "--json", env=live)
+    assert started.rc == 0, started.out + started.err
+    job_id = started.json()["id"]
+    try:
+        fresh = cli("status", job_id, "--json", env=live).json()
+        assert fresh["stale"] is None, fresh
+
+        shown = cli("status", job_id, "--json", env=dead)
+        assert shown.rc == 0, shown.err
+        assert shown.json()["state"] in ("PENDING", "RUNNING")
+        assert "slurm controller unreachable since" in shown.json()["stale"], shown.out
+
+        listed = cli("ps", "--json", env=dead)
+        assert listed.rc == 0, listed.err
+        row = next(r for r in listed.json() if r["id"] == job_id)
+        assert "slurm controller unreachable since" in row["stale"], row
+
+        back = next(r for r in cli("ps", "--json", env=live).json() if r["id"] == job_id)
+        assert back["stale"] is None, back
+    finally:
+        cli("cancel", job_id, env=live)
+
+
+def test_the_orphan_check_waits_no_longer_than_a_poll(devstack, dead_conf, tmp_path, monkeypatch):
+    """A job recorded but never given a Slurm id is looked for by its comment during a
+    poll; with slurmctld silent that squeue gets the poll's deadline, not a submit's."""
+    from anylaunch import api
+    from anylaunch.backends.slurm import commands, parse
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord, Store
+
+    monkeypatch.setenv("SLURM_CONF", dead_conf)
+    asked: list[tuple[str, float]] = []
+    real_run = commands.run
+
+    def run(argv, **kwargs):
+        asked.append((" ".join(argv), kwargs.get("timeout", commands.TIMEOUT_S)))
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(commands, "run", run)
+    store = Store(tmp_path / "home")
+    orphan = JobRecord(id="orphan01", name="o", backend="slurm", state=State.PENDING, job_dir="x")
+    store.add(orphan)
+    [after] = api.refresh([store.get("orphan01")], store)
+    assert after.native_id is None and after.state is State.PENDING
+    comment_queries = [t for argv, t in asked if argv == " ".join(parse.comment_argv())]
+    assert comment_queries, asked
+    assert all(t <= commands.POLL_DEADLINE_S for t in comment_queries), asked
+    store.close()
+
+
+def test_orphans_are_not_looked_for_while_the_controller_is_known_silent(
+    devstack, dead_conf, tmp_path, monkeypatch
+):
+    from anylaunch import api, reach
+    from anylaunch.backends.slurm import commands, parse
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord, Store
+
+    monkeypatch.setenv("SLURM_CONF", dead_conf)
+    asked: list[str] = []
+    real_run = commands.run
+
+    def run(argv, **kwargs):
+        asked.append(" ".join(argv))
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(commands, "run", run)
+    store = Store(tmp_path / "home")
+    store.add(JobRecord(id="orphan02", name="o", backend="slurm", state=State.PENDING, job_dir="x"))
+    reach.down(store.root, "slurm", "squeue did not answer")
+    api.refresh([store.get("orphan02")], store)
+    assert " ".join(parse.comment_argv()) not in asked, asked
+    reach.up(store.root, "slurm")
+    api.refresh([store.get("orphan02")], store)
+    assert " ".join(parse.comment_argv()) in asked, asked
+    store.close()

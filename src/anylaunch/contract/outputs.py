@@ -42,6 +42,10 @@ class JobSummary(_Out):
     job_dir: str
     created_at: float = Field(description="seconds since the epoch")
     updated_at: float
+    stale: str | None = Field(
+        description="null when this poll saw the state; else the backend's controller did"
+        " not answer and `state` is the last known one: the line saying since when"
+    )
 
 
 class Event(_Out):

@@ -182,8 +182,12 @@ class SlurmBackend(Backend):
         Every script carries `--comment=anylaunch:<plan's job id>` (an array's plan is
         its first split's), so one squeue finds them all while slurmctld remembers them
         (MinJobAge after they end). Absent from the answer: never submitted.
+
+        It runs inside a poll (`ps`, `status`), so it waits no longer than the poll's own
+        squeue: a silent slurmctld would otherwise hold `ps` for squeue's retries. No
+        answer is no verdict: the jobs are asked about again at the next poll.
         """
-        known = commands.by_comment()
+        known = commands.by_comment(timeout=commands.POLL_DEADLINE_S)
         found: dict[str, tuple[str | None, dict[str, Any]]] = {}
         for job in jobs:
             hit = known.get(str(job.plan.get("job_id", job.id)))

@@ -87,10 +87,10 @@ def sacct(native_ids: Sequence[str], *, timeout: float = TIMEOUT_S) -> dict[str,
     return parse.sacct_rows(proc.stdout)
 
 
-def by_comment() -> dict[str, tuple[str, bool]]:
+def by_comment(*, timeout: float = TIMEOUT_S) -> dict[str, tuple[str, bool]]:
     """Every job slurmctld knows whose comment starts with `anylaunch:`, one squeue call:
     the comment's rest -> (job id, or the array's job id, and whether it is an array)."""
-    proc = run(parse.comment_argv(), check=False)
+    proc = run(parse.comment_argv(), check=False, timeout=timeout)
     if proc.returncode != 0:
         raise BackendError(f"squeue failed: {' '.join(proc.stderr.split())}", code="SLURM")
     return parse.comment_rows(proc.stdout)
