@@ -132,17 +132,7 @@ def _check_received(out: Path, workdir: Path, tmp_path: Path) -> None:
 
 def test_shell_metacharacters_reach_a_local_job_literally(tmp_path: Path, home: Path) -> None:
     path, out, workdir = _hostile_job(tmp_path, "local")
-    done = subprocess.run(
-        [PY, "-m", "anylaunch", "run", str(path), "--json"],
-        env=cli_env(home),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=workdir,
-    )
-    FIGURES["hostile inputs"] += 1
-    assert count_tracebacks(done.stdout, done.stderr) == 0
-    assert done.returncode == 0, done.stderr
+    _accepted_run(path, cli_env(home), workdir)
     _check_received(out, workdir, tmp_path)
 
 
@@ -151,18 +141,7 @@ def test_shell_metacharacters_reach_a_slurm_job_literally(
 ) -> None:
     path, out, workdir = _hostile_job(tmp_path, "slurm")
     env = cli_env(home, SLURM_CONF=devstack["SLURM_CONF"])
-    done = subprocess.run(
-        [PY, "-m", "anylaunch", "run", str(path), "--json", "--detach", "--no-preflight"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=workdir,
-    )
-    FIGURES["hostile inputs"] += 1
-    assert count_tracebacks(done.stdout, done.stderr) == 0
-    assert done.returncode == 0, done.stderr
-    job_id = json.loads(done.stdout)["id"]
+    job_id = _accepted_run(path, env, workdir, "--detach", "--no-preflight")["id"]
 
     def ended() -> dict | None:
         status = subprocess.run(
@@ -175,6 +154,18 @@ def test_shell_metacharacters_reach_a_slurm_job_literally(
     final = wait_until(ended, timeout=90, what="the Slurm job to end", interval=0.5)
     assert final["state"] == "SUCCEEDED", final
     _check_received(out, workdir, tmp_path)
+
+
+def _accepted_run(path: Path, env: dict[str, str], workdir: Path, *args: str) -> dict:
+    """`anylaunch run --json` of this job file from `workdir`: exit 0, no traceback."""
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "run", str(path), "--json", *args],
+        env=env, capture_output=True, text=True, timeout=120, cwd=workdir,
+    )  # fmt: skip
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def _refused_from_the_cli(text: str, tmp_path: Path, home: Path, *args: str) -> str:
