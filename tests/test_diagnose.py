@@ -152,11 +152,12 @@ def test_state_verdicts_and_exit_codes():
     )
 
 
-def test_diagnose_a_failed_local_job_names_node_and_rank(cli, write):
-    program = "import os, sys; r = int(os.environ['RANK']); sys.exit(0) if r != 3 else (_ for _ in ()).throw(KeyError('input_ids'))"
+def _diagnosis_of_a_failed_2x2_job(cli, write, command: str) -> dict:
+    """Run `command` (a YAML list's items) locally on 2 nodes x 2 ranks; it must fail.
+    Returns `diagnose --json` of the job."""
     path = write(
         f"""
-        command: [{sys.executable}, -c, "{program}"]
+        command: [{command}]
         nodes: 2
         gpus_per_node: 2
         local: {{kill_grace_s: 1}}
@@ -164,7 +165,12 @@ def test_diagnose_a_failed_local_job_names_node_and_rank(cli, write):
     )
     job = cli("run", str(path), "--json", timeout=180).json()
     assert job["state"] == "FAILED"
-    result = cli("diagnose", job["id"], "--json").json()
+    return cli("diagnose", job["id"], "--json").json()
+
+
+def test_diagnose_a_failed_local_job_names_node_and_rank(cli, write):
+    program = "import os, sys; r = int(os.environ['RANK']); sys.exit(0) if r != 3 else (_ for _ in ()).throw(KeyError('input_ids'))"
+    result = _diagnosis_of_a_failed_2x2_job(cli, write, f'{sys.executable}, -c, "{program}"')
     assert result["code"] == "USER_ERROR" and "KeyError: 'input_ids'" in result["cause"]
     assert result["first_failure"]["node"] == 1 and result["first_failure"]["rank"] == 3
 
@@ -211,17 +217,7 @@ def test_a_teardown_abort_on_node_1_rank_2_is_named_there_with_the_abort_not_the
             """
         )
     )
-    path = write(
-        f"""
-        command: [{sys.executable}, {program}]
-        nodes: 2
-        gpus_per_node: 2
-        local: {{kill_grace_s: 1}}
-        """
-    )
-    job = cli("run", str(path), "--json", timeout=180).json()
-    assert job["state"] == "FAILED"
-    result = cli("diagnose", job["id"], "--json").json()
+    result = _diagnosis_of_a_failed_2x2_job(cli, write, f"{sys.executable}, {program}")
     assert result["code"] == "USER_ERROR"
     assert "terminate called without an active exception" in result["cause"]
     assert (result["first_failure"]["node"], result["first_failure"]["rank"]) == (1, 2)
