@@ -43,15 +43,31 @@ SIZES = (1, 100, 1000)
 WORKSPACES = (1_000, 10_000, 100_000)
 
 
+LEPTON_ENV = ("LEPTON_WORKSPACE_URL", "LEPTON_WORKSPACE_ID", "LEPTON_AUTH_TOKEN", "NGC_KEY")
+
+
+@contextmanager
+def _restored_environ(*names: str) -> Iterator[None]:
+    """On the way out, these environment variables are as they were (set or unset): a
+    bench points the Lepton client at its own emulator meanwhile."""
+    saved = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run(rounds: int = 3) -> list[Row]:
     """Submission in one fresh workspace, polling in another that holds just the 1,000
     jobs polled: a poll lists the workspace until it has seen every tracked job, so its
     cost depends on how many jobs are listed before them (see the rows' note)."""
-    saved = {k: os.environ.get(k) for k in ("LEPTON_WORKSPACE_URL", "LEPTON_WORKSPACE_ID",
-                                             "LEPTON_AUTH_TOKEN", "NGC_KEY")}  # fmt: skip
-    os.environ.pop("NGC_KEY", None)
     rows: list[Row] = []
-    try:
+    with _restored_environ(*LEPTON_ENV):
+        os.environ.pop("NGC_KEY", None)
         with _workspace() as (spec, store, http):
             for rtt in RTTS:
                 try:
@@ -64,12 +80,6 @@ def run(rounds: int = 3) -> list[Row]:
             except Exception as exc:
                 rows.append(failed(GROUP_POLL, "Lepton", "≤ 1 call per 200 tracked", exc))
         rows += workspace_sizes(rounds=rounds)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return rows
 
 
@@ -240,10 +250,8 @@ def workspace_sizes(sizes: tuple[int, ...] = WORKSPACES, rounds: int = 3) -> lis
     # make and remove, on this machine's disk many minutes.
     shm = Path("/dev/shm")
     home = Path(tempfile.mkdtemp(prefix="bench-lepton-ws-", dir=shm if shm.is_dir() else None))
-    saved = {k: os.environ.get(k) for k in ("LEPTON_WORKSPACE_URL", "LEPTON_WORKSPACE_ID",
-                                             "LEPTON_AUTH_TOKEN", "NGC_KEY")}  # fmt: skip
     try:
-        with Emulator(state_dir=home / "emulator") as emu:
+        with _restored_environ(*LEPTON_ENV), Emulator(state_dir=home / "emulator") as emu:
             os.environ.update(emu.env())
             os.environ.pop("NGC_KEY", None)
             store = Store(home / "store")
@@ -322,11 +330,6 @@ def workspace_sizes(sizes: tuple[int, ...] = WORKSPACES, rounds: int = 3) -> lis
     except Exception as exc:
         rows.append(failed(GROUP_POLL, "Lepton: 1 tracked job, workspace sizes", "1 call", exc))
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         shutil.rmtree(home, ignore_errors=True)
     return rows
 
