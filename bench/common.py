@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shlex
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -95,3 +97,20 @@ def use_devstack(*names: str) -> str | None:
     if missing:
         return f"devstack not up ({', '.join(missing)} unset; scripts/devstack up)"
     return None
+
+
+def start_ui(env: Mapping[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """`anylaunch ui` on a free port, with this environment; the server and its URL."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "anylaunch", "ui", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=dict(env),
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    if not line.startswith("anylaunch ui: "):
+        server.kill()
+        raise RuntimeError(f"anylaunch ui did not start: {line!r}")
+    return server, line.split(": ", 1)[1].strip()

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from anylaunch.store import Store
-from bench.common import Row, failed, interleaved, median_ms, ms
+from bench.common import Row, failed, interleaved, median_ms, ms, start_ui
 from bench.startup import fill_store
 
 GROUP = "scale: store"
@@ -59,7 +59,7 @@ def _at(home: Path, size: int, rounds: int) -> list[Row]:
     calls = {name: (lambda argv=argv: _quiet(argv, env)) for name, argv in commands.items()}
     server = url = None
     if importlib.util.find_spec("uvicorn") is not None:
-        server, url = _ui(env)
+        server, url = start_ui(env)
     try:
         if url is not None:
             import httpx
@@ -106,19 +106,3 @@ def _at(home: Path, size: int, rounds: int) -> list[Row]:
 
 def _quiet(argv: list[str], env: dict[str, str]) -> None:
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-
-
-def _ui(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "anylaunch", "ui", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    if not line.startswith("anylaunch ui: "):
-        server.kill()
-        raise RuntimeError(f"anylaunch ui did not start: {line!r}")
-    return server, line.split(": ", 1)[1].strip()

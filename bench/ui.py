@@ -16,15 +16,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
-from bench.common import Row, failed, interleaved, median_ms, ms, skipped
+from bench.common import Row, failed, interleaved, median_ms, ms, skipped, start_ui
 
 GROUP = "ui"
 GOAL_MS = 300.0
@@ -85,7 +83,7 @@ def run(rounds: int = 20, jobs: int = 10_000) -> list[Row]:
     server = None
     try:
         fill(home, jobs)
-        server, url = _start(home)
+        server, url = start_ui({**os.environ, "ANYLAUNCH_HOME": str(home)})
         return [_http(url, rounds, case, goal), _browser(url, rounds, case, goal)]
     except Exception as exc:
         return [failed(GROUP, case, goal, exc)]
@@ -94,22 +92,6 @@ def run(rounds: int = 20, jobs: int = 10_000) -> list[Row]:
             server.terminate()
             server.wait(timeout=10)
         shutil.rmtree(home, ignore_errors=True)
-
-
-def _start(home: Path) -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "anylaunch", "ui", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "ANYLAUNCH_HOME": str(home)},
-    )
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    if not line.startswith("anylaunch ui: "):
-        server.kill()
-        raise RuntimeError(f"anylaunch ui did not start: {line!r}")
-    return server, line.split(": ", 1)[1].strip()
 
 
 def _http(url: str, rounds: int, case: str, goal: str) -> Row:
