@@ -17,7 +17,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,3 +118,28 @@ def start_ui(env: Mapping[str, str]) -> tuple[subprocess.Popen[str], str]:
         server.kill()
         raise RuntimeError(f"anylaunch ui did not start: {line!r}")
     return server, line.split(": ", 1)[1].strip()
+
+
+def bench_record(
+    store: Store,
+    backend: str,
+    name: str,
+    state: State,
+    native_id: str | None = None,
+    *,
+    job_id: str | None = None,
+    **more: Any,
+) -> JobRecord:
+    """A job record as a bench plants it in `store` (a new id unless given), not added."""
+    from anylaunch.store import JobRecord, new_id
+
+    job_id = job_id or new_id()
+    return JobRecord(
+        id=job_id,
+        name=name,
+        backend=backend,
+        state=state,
+        job_dir=str(store.jobs_dir(job_id)),
+        native_id=native_id,
+        **more,
+    )

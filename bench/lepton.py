@@ -29,7 +29,7 @@ from anylaunch.backends.lepton.plan import LABEL_JOB_ID
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
-from bench.common import Row, failed, interleaved, median_ms, ms
+from bench.common import Row, bench_record, failed, interleaved, median_ms, ms
 from bench.emulator import PrivateEmulator, counting_http
 
 GROUP_SUBMIT = "submit"
@@ -164,16 +164,8 @@ def _submit(spec: JobSpec, store: Store, http: httpx.Client, rounds: int, rtt: f
 
 
 def _track(store: Store, native_id: str, job_id: str | None = None) -> None:
-    job_id = job_id or new_id()
     store.add(
-        JobRecord(
-            id=job_id,
-            name="bench-lepton",
-            backend="lepton",
-            state=State.PENDING,
-            job_dir=str(store.jobs_dir(job_id)),
-            native_id=native_id,
-        )
+        bench_record(store, "lepton", "bench-lepton", State.PENDING, native_id, job_id=job_id)
     )
 
 
@@ -280,13 +272,8 @@ def workspace_sizes(sizes: tuple[int, ...] = WORKSPACES, rounds: int = 3) -> lis
                     }
                     run = world.create({**body, "metadata": meta}, "bench")
                     run.move("Completed")
-                mine = JobRecord(
-                    id=job_id,
-                    name="bench-mine",
-                    backend="lepton",
-                    state=State.RUNNING,
-                    job_dir=str(store.jobs_dir(job_id)),
-                    native_id=run.id,
+                mine = bench_record(
+                    store, "lepton", "bench-mine", State.RUNNING, run.id, job_id=job_id
                 )
                 counts: dict[str, int] = {}
 

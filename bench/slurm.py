@@ -23,8 +23,17 @@ from pathlib import Path
 from anylaunch import api, config, splits
 from anylaunch.backends.slurm import commands, parse
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, new_id
-from bench.common import Row, failed, interleaved, median_ms, ms, skipped, use_devstack
+from anylaunch.store import JobRecord, Store
+from bench.common import (
+    Row,
+    bench_record,
+    failed,
+    interleaved,
+    median_ms,
+    ms,
+    skipped,
+    use_devstack,
+)
 
 GROUP_SUBMIT = "submit"
 GROUP_POLL = "status poll"
@@ -181,10 +190,7 @@ def _silent_controller(home: Path, rounds: int = 2) -> Row:
     job = _forgotten(store)
     # A job recorded but never given a Slurm id (its submitter died): every poll looks
     # for it by its comment, one more squeue the silent controller does not answer.
-    orphan = new_id()
-    store.add(
-        JobRecord(orphan, "bench-orphan", "slurm", State.PENDING, str(store.jobs_dir(orphan)))
-    )
+    store.add(bench_record(store, "slurm", "bench-orphan", State.PENDING))
     store.close()
     env = {**os.environ, "SLURM_CONF": str(silent / "slurm.conf"), "ANYLAUNCH_HOME": str(silent)}
     cli = [sys.executable, "-m", "anylaunch"]
@@ -224,16 +230,7 @@ def _silent_controller(home: Path, rounds: int = 2) -> Row:
 
 
 def _forgotten(store: Store) -> JobRecord:
-    job_id = new_id()
-    record = JobRecord(
-        id=job_id,
-        name="bench-forgotten",
-        backend="slurm",
-        state=State.RUNNING,
-        job_dir=str(store.jobs_dir(job_id)),
-        native_id=FORGOTTEN,
-    )
-    return store.add(record)
+    return store.add(bench_record(store, "slurm", "bench-forgotten", State.RUNNING, FORGOTTEN))
 
 
 def _calls(calls: Counter[str]) -> str:

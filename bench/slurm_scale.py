@@ -26,8 +26,8 @@ from anylaunch import api, config, splits
 from anylaunch.backends.base import get_backend
 from anylaunch.backends.slurm import commands
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, new_id
-from bench.common import Row, failed, median_ms, ms
+from anylaunch.store import Store, new_id
+from bench.common import Row, bench_record, failed, median_ms, ms
 
 GROUP = "scale: Slurm array"
 SIZES = (100, 1_000, 10_000)
@@ -78,13 +78,13 @@ def _at(home: Path, size: int, answer: Path, rounds: int) -> Row:
         "".join(f"{ARRAY_JOB}_{i}|{ARRAY_JOB}|{i}|PENDING|0|JobHeldUser|\n" for i in range(size))
     )
     records = [
-        JobRecord(
-            id=job_id,
-            name="bench-array",
-            backend="slurm",
-            state=State.PENDING,
-            job_dir=str(store.jobs_dir(job_id)),
-            native_id=f"{ARRAY_JOB}_{i}",
+        bench_record(
+            store,
+            "slurm",
+            "bench-array",
+            State.PENDING,
+            f"{ARRAY_JOB}_{i}",
+            job_id=job_id,
             split_id=i,
             meta={"array": True, "array_job_id": ARRAY_JOB, "requeue": True},
         )
