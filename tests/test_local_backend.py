@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from pathlib import Path
 
 import psutil
@@ -232,3 +233,50 @@ def test_logs_of_a_node_the_job_does_not_have_is_a_usage_error(cli, write):
     result = cli("logs", job["id"], "--node", "-1", "--json")
     assert result.rc == 2 and result.json()["error"]["code"] == "USAGE"
     assert "[node 1] hello" in cli("logs", job["id"]).out
+
+
+def test_the_supervisor_adopts_the_nodes_the_submitting_process_started(cli, write, home):
+    """`run` forks; the child starts the nodes and then becomes the supervisor by exec.
+    The recorded supervisor is the nodes' parent and runs as the supervisor module (how
+    a submit cut short finds it), and the detached `run` ended with its output closed
+    although the supervisor, once its child, goes on."""
+    path = write(
+        "launcher: none\nnodes: 2\ncommand: [bash, -c, 'echo ready $NODE_RANK; exec sleep 600']\n"
+    )
+    job = cli("run", str(path), "--detach", "--json").json()
+    try:
+        wait_until(lambda: cli("logs", job["id"]).out.count("ready") == 2, 120, "both nodes")
+        supervisor = psutil.Process(int(job["native_id"]))
+        assert supervisor.cmdline()[-3:] == [
+            "-m",
+            "anylaunch.backends.local.supervisor",
+            str(home / "jobs" / job["id"]),
+        ]
+        nodes = [p for p in job_processes(job["id"]) if p.ppid() == supervisor.pid]
+        assert sorted(p.environ()["NODE_RANK"] for p in nodes) == ["0", "1"]
+        assert "ANYLAUNCH_SUPERVISOR_NODES" not in nodes[0].environ()
+    finally:
+        assert cli("cancel", job["id"], "--json").json()["state"] == "CANCELLED"
+    assert job_processes(job["id"]) == []
+
+
+def test_a_submitter_running_threads_starts_a_job_that_runs_to_its_end(home, tmp_path):
+    """A process with other threads cannot fork safely (the dashboard, a user's program
+    calling the API): its supervisor starts as a fresh interpreter, with the same result."""
+    from anylaunch import api
+    from anylaunch.state import State
+    from anylaunch.store import Store
+
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text("launcher: none\nnodes: 2\ncommand: [bash, -c, 'echo node $NODE_RANK']\n")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        job = api.submit(api.load(str(job_file)), "local", check=False)
+    finally:
+        stop.set()
+        other.join()
+    assert job.wait(timeout=120) is State.SUCCEEDED
+    assert sorted(job.logs().splitlines()) == ["[node 0] node 0", "[node 1] node 1"]
+    assert Store(home).get(job.id).exit_code == 0

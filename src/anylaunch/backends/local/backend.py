@@ -17,9 +17,8 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import psutil
 from pydantic import BaseModel
 
 from anylaunch.backends.base import (
@@ -32,14 +31,18 @@ from anylaunch.backends.base import (
     Submitted,
 )
 from anylaunch.backends.local import plan as local_plan
+from anylaunch.backends.local import start as local_start
 from anylaunch.backends.local.config import LocalSection
 from anylaunch.backends.local.plan import LocalPayload
-from anylaunch.backends.local.proctree import job_processes, kill
+from anylaunch.backends.local.supervisor import ENTRY as SUPERVISOR_ENTRY
 from anylaunch.errors import BackendError
 from anylaunch.plan import Plan
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
+
+if TYPE_CHECKING:
+    import psutil
 
 RESULT_FILE = "result.json"
 PLAN_FILE = "plan.json"
@@ -47,7 +50,7 @@ PLAN_FILE = "plan.json"
 _PORT_RANGE = (20000, 32000)
 
 # Supervisors started by this process, kept so that polling reaps them (no zombies).
-_children: dict[int, subprocess.Popen[bytes]] = {}
+_children: set[int] = set()
 
 
 class LocalBackend(Backend):
@@ -106,23 +109,16 @@ class LocalBackend(Backend):
         env = {**os.environ, **secrets}
         env["ANYLAUNCH_HOME"] = str(job_dir.parent.parent)
         env["ANYLAUNCH_JOB_ID"] = plan.job_id
-        with open(job_dir / "supervisor.log", "ab") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "anylaunch.backends.local.supervisor", str(job_dir)],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C of the CLI must not reach the job
-                cwd=plan.payload["workdir"],
-            )
-        _children[proc.pid] = proc
-        return str(proc.pid), {"create_time": psutil.Process(proc.pid).create_time()}
+        pid = local_start.start(job_dir, plan.payload, env)
+        _children.add(pid)
+        import psutil  # after the start: the job's first line does not wait for it
+
+        return str(pid), {"create_time": psutil.Process(pid).create_time()}
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
-        for proc in list(_children.values()):
-            if proc.poll() is not None:
-                _children.pop(proc.pid, None)
+        for pid in list(_children):
+            if local_start.reap(pid):
+                _children.discard(pid)
         return {job.id: self._observe(job) for job in jobs}
 
     def _observe(self, job: JobRecord) -> Observation:
@@ -150,10 +146,12 @@ class LocalBackend(Backend):
         table finds it; one that already ended left `result.json` or moved the row past
         PENDING. Absent from the answer: never started, safe to submit.
         """
+        import psutil
+
         running: dict[str, psutil.Process] = {}
         for proc in psutil.process_iter(["cmdline"]):
             argv = proc.info.get("cmdline") or []
-            if len(argv) >= 4 and argv[-2] == "anylaunch.backends.local.supervisor":
+            if len(argv) >= 4 and argv[-2] == SUPERVISOR_ENTRY:
                 running[argv[-1]] = proc
         found: dict[str, tuple[str | None, dict[str, Any]]] = {}
         for job in jobs:
@@ -167,6 +165,10 @@ class LocalBackend(Backend):
         return found
 
     def cancel(self, job: JobRecord) -> None:
+        import psutil
+
+        from anylaunch.backends.local.proctree import job_processes, kill
+
         proc = _supervisor(job)
         if proc is None:
             # No supervisor to ask: end whatever of the job still runs, found by its id.
@@ -231,6 +233,8 @@ def _orphaned(job: JobRecord) -> Observation:
     is not called FAILED: it becomes UNKNOWN for good once nothing of it runs, and its
     logs tell the rest.
     """
+    from anylaunch.backends.local.proctree import job_processes, kill
+
     pid = job.native_id
     leftovers = job_processes(job.id)
     if leftovers:
@@ -264,6 +268,8 @@ def _supervisor(job: JobRecord) -> psutil.Process | None:
     """The job's supervisor if it still runs (checked by pid *and* start time)."""
     if not job.native_id:
         return None
+    import psutil
+
     try:
         proc = psutil.Process(int(job.native_id))
         started = job.meta.get("create_time")
@@ -277,6 +283,8 @@ def _supervisor(job: JobRecord) -> psutil.Process | None:
 
 
 def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    import psutil
+
     try:
         return proc.children(recursive=True)
     except psutil.NoSuchProcess:

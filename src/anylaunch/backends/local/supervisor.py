@@ -1,7 +1,10 @@
 """The process that owns one local job: starts every node, watches, records the end.
 
-Run as `python -m anylaunch.backends.local.supervisor JOB_DIR` in its own session.
-It makes itself a child subreaper, because torchrun starts each worker in a new session
+Runs as `python -m anylaunch.backends.local.supervisor JOB_DIR` in its own session,
+usually exec'd by a child of the submitting process that already started the nodes
+(`start.py`; their pids arrive in ANYLAUNCH_SUPERVISOR_NODES). It waits on signals,
+never on a timer: a node's end or a cancel wakes it at once. It makes itself a child
+subreaper, because torchrun starts each worker in a new session
 (`start_new_session=True`): signalling a process group would miss them, while as
 subreaper every descendant, orphaned or not, stays in our process tree until we end it.
 
@@ -17,25 +20,89 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import select
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anylaunch.state import State
 
 if TYPE_CHECKING:
+    import subprocess
+
     from anylaunch.store import Store
 
 # The program's first line is what the person running `anylaunch run` waits for, so the
 # nodes start before this process imports the store (sqlite3, dataclasses) and psutil:
 # only the ending of a job needs those.
 
+ENTRY = "anylaunch.backends.local.supervisor"
+# Pids of the nodes the submitting process already started (see `start.py`), in rank order.
+STARTED_ENV = "ANYLAUNCH_SUPERVISOR_NODES"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Waiting is woken by every child's end and every signal; this bound only keeps a wait
+# that somehow missed its wake-up from lasting.
+_WAKE_BOUND_S = 2.0
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+class _Node:
+    """One node's process: started here, or before the exec by the submitting process
+    (then only its pid is known, and it is waited for by pid)."""
+
+    def __init__(self, pid: int, proc: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid = pid
+        self._proc = proc
+        self._code: int | None = None
+
+    def poll(self) -> int | None:
+        if self._proc is not None:
+            return self._proc.poll()
+        if self._code is None:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its status is lost
+                self._code = 0
+                return self._code
+            if done:
+                self._code = os.waitstatus_to_exitcode(status)
+        return self._code
+
+
+class _Wake:
+    """Sleeps until a child ends, a stop signal arrives or a deadline passes: no polling
+    interval stands between a program's end and its result."""
+
+    def __init__(self) -> None:
+        self.stop: int | None = None
+        self._read, write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(write, False)
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._on_stop)
+        # A Python-level handler, so that SIGCHLD reaches the wake-up pipe too.
+        signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+        # Blocked by a submitting process across its fork: what arrived meanwhile lands now.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+    def _on_stop(self, signum: int, _frame: Any) -> None:
+        self.stop = signum
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self.stop is None:
+            bound = _WAKE_BOUND_S if timeout is None else min(max(timeout, 0.0), _WAKE_BOUND_S)
+            select.select([self._read], [], [], bound)
+        try:
+            while os.read(self._read, 512):
+                pass
+        except BlockingIOError:
+            pass
 
 
 def main(job_dir: Path) -> int:
@@ -43,56 +110,40 @@ def main(job_dir: Path) -> int:
     payload = plan["payload"]
     grace = float(payload.get("kill_grace_s", 10.0))
     job_id = plan["job_id"]
-    _become_subreaper()
-
-    stop: dict[str, int | None] = {"signal": None}
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        stop["signal"] = signum
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+    become_subreaper()
+    wake = _Wake()
+    started = [int(pid) for pid in os.environ.pop(STARTED_ENV, "").split(",") if pid]
 
     store: Store | None = None
     first_log = payload["nodes"][0]["log"]
-    if payload.get("stage_in"):
+    if payload.get("stage_in") and not started:
         store = _store()
         store.transition(job_id, State.STARTING)
-        code = _step(payload["stage_in"], payload["workdir"], first_log, stop)
-        if stop["signal"] is not None:
+        code = _step(payload["stage_in"], payload["workdir"], first_log, wake)
+        if wake.stop is not None:
             _terminate_tree(grace)
             return _finish(job_dir, store, job_id, State.CANCELLED, None, "cancelled")
         if code != 0:
             return _finish(
                 job_dir, store, job_id, State.FAILED, code, "stage-in failed (see node 0's log)"
             )
-    procs: list[subprocess.Popen[bytes]] = []
-    for node in payload["nodes"]:
-        Path(node["log"]).parent.mkdir(parents=True, exist_ok=True)
-        with open(node["log"], "ab") as log:
-            try:
-                procs.append(
-                    subprocess.Popen(
-                        node["argv"],
-                        env={**os.environ, **node["env"]},
-                        cwd=payload["workdir"],
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        preexec_fn=_die_with(os.getpid()),
-                    )
-                )
-            except OSError as exc:
+    nodes = [_Node(pid) for pid in started]
+    for node in payload["nodes"][len(nodes) :]:
+        try:
+            proc = start_node(node, payload["workdir"], os.environ)
+        except OSError as exc:
+            with open(node["log"], "ab") as log:
                 log.write(f"anylaunch: cannot start node {node['node_rank']}: {exc}\n".encode())
-                _terminate_tree(grace)
-                return _finish(
-                    job_dir,
-                    store or _store(),
-                    job_id,
-                    State.FAILED,
-                    127,
-                    f"node {node['node_rank']}: {exc}",
-                )
+            _terminate_tree(grace)
+            return _finish(
+                job_dir,
+                store or _store(),
+                job_id,
+                State.FAILED,
+                127,
+                f"node {node['node_rank']}: {exc}",
+            )
+        nodes.append(_Node(proc.pid, proc))
     if store is None:
         store = _store()
         store.transition(job_id, State.STARTING)
@@ -102,12 +153,12 @@ def main(job_dir: Path) -> int:
     failed_at = 0.0
     release = payload.get("rdzv_release")
     while True:
-        codes = [p.poll() for p in procs]
+        codes = [n.poll() for n in nodes]
         if release and all(code is not None for code in codes[1:]):
             # Node 0's agent holds the rendezvous store open until no other node needs it.
             Path(release).touch()
             release = None
-        if stop["signal"] is not None:
+        if wake.stop is not None:
             _terminate_tree(grace)
             return _finish(job_dir, store, job_id, State.CANCELLED, None, "cancelled")
         if first_failure is None:
@@ -121,13 +172,13 @@ def main(job_dir: Path) -> int:
             # Peers of a failed node would block in collectives until their timeout.
             _terminate_tree(grace)
             break
-        time.sleep(0.1)
+        wake.wait(None if first_failure is None else failed_at + grace - time.monotonic())
 
     _terminate_tree(grace)  # whatever a node left behind must not outlive the job
     # Outputs go up after failures too: partial results and logs help diagnose them.
     staged_out = 0
-    if payload.get("stage_out") and stop["signal"] is None:
-        staged_out = _step(payload["stage_out"], payload["workdir"], first_log, stop)
+    if payload.get("stage_out") and wake.stop is None:
+        staged_out = _step(payload["stage_out"], payload["workdir"], first_log, wake)
     if first_failure is None and staged_out == 0:
         return _finish(job_dir, store, job_id, State.SUCCEEDED, 0, None)
     if first_failure is None:
@@ -140,8 +191,30 @@ def main(job_dir: Path) -> int:
     )
 
 
-def _step(argv: list[str], cwd: str, log_path: str, stop: dict[str, Any]) -> int:
+def start_node(
+    node: Mapping[str, Any], workdir: str, environ: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start one node's process, its output appended to its log; it gets SIGTERM when
+    this process dies."""
+    import subprocess
+
+    Path(node["log"]).parent.mkdir(parents=True, exist_ok=True)
+    with open(node["log"], "ab") as log:
+        return subprocess.Popen(
+            node["argv"],
+            env={**environ, **node["env"]},
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with(os.getpid()),
+        )
+
+
+def _step(argv: list[str], cwd: str, log_path: str, wake: _Wake) -> int:
     """Run a staging step to completion (or until cancelled), its output in `log_path`."""
+    import subprocess
+
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -153,14 +226,14 @@ def _step(argv: list[str], cwd: str, log_path: str, stop: dict[str, Any]) -> int
             preexec_fn=_die_with(os.getpid()),
         )
     while proc.poll() is None:
-        if stop["signal"] is not None:
+        if wake.stop is not None:
             proc.terminate()
             return proc.wait()
-        time.sleep(0.1)
+        wake.wait()
     return proc.returncode
 
 
-def _become_subreaper() -> None:
+def become_subreaper() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -170,6 +243,8 @@ def _die_with(parent: int) -> Callable[[], None] | None:
     """For the child, between fork and exec: SIGTERM when `parent` dies (kept across exec).
 
     If the parent died before the request took effect, the child must not start at all.
+    The stop signals a submitting process blocks across its fork are unblocked: the
+    program must hear a cancel.
     """
     if not sys.platform.startswith("linux"):
         return None
@@ -177,6 +252,7 @@ def _die_with(parent: int) -> Callable[[], None] | None:
     libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the child only makes the call
 
     def arm() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         if os.getppid() != parent:
             os._exit(128 + signal.SIGTERM)
@@ -192,11 +268,23 @@ def _store() -> Store:
 
 def _terminate_tree(grace: float) -> None:
     """SIGTERM every descendant, SIGKILL what is left after `grace` seconds."""
+    if not _has_children():
+        return  # the usual end: nothing left, and psutil stays unimported
     import psutil
 
     from anylaunch.backends.local.proctree import end_descendants
 
     end_descendants(psutil.Process(), grace)
+
+
+def _has_children() -> bool:
+    """Whether any process is still this one's child (a subreaper inherits every orphaned
+    descendant, so none left means no descendant left). Nothing is reaped by asking."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
 
 
 def _finish(
