@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import sys
 import time
+from pathlib import Path
 
 import psutil
 
@@ -37,3 +39,32 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+def job_crashing_mid_checkpoint(write, ckpt: Path, section: str = "") -> Path:
+    """A one-split job file whose program (programs/checkpointer.py) checkpoints into
+    `ckpt` and dies while writing checkpoint 3; `section` is a backend's line."""
+    return write(
+        f"""
+        launcher: none
+        splits: 1
+        command: [{sys.executable}, {PROGRAMS / "checkpointer.py"}]
+        env: {{CKPT: {ckpt}, CRASH_AT: 3}}
+        checkpoint: {{dir: {ckpt}}}
+        {section}
+        """
+    )
+
+
+def assert_retry_resumes_from_step_2(cli, run_id: str, ckpt: Path, **how) -> None:
+    """`retry --failed` of that job's run: attempt 2 starts from checkpoint 2, the newest
+    complete one, and finishes. `how`: the `cli` call's env and timeout."""
+    retried = cli("retry", run_id, "--failed", "--json", **how)
+    assert retried.rc == 0, retried.err
+    second = retried.json()["splits"][0]["attempts"][1]
+    log = cli("logs", second["id"], env=how.get("env")).out
+    assert f"attempt=2 resume_from={ckpt / 'step_2'}" in log
+    assert "done at step 5" in log

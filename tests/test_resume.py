@@ -4,32 +4,16 @@ checkpoint, never from one whose write was cut off."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+from helpers import assert_retry_resumes_from_step_2, job_crashing_mid_checkpoint
 
 
 def test_a_job_killed_mid_write_of_checkpoint_3_resumes_from_checkpoint_2(cli, write, tmp_path):
     ckpt = tmp_path / "ckpt"
-    path = write(
-        f"""
-        launcher: none
-        splits: 1
-        command: [{sys.executable}, {PROGRAMS / "checkpointer.py"}]
-        env: {{CKPT: {ckpt}, CRASH_AT: 3}}
-        checkpoint: {{dir: {ckpt}}}
-        """
-    )
-    first = cli("run", str(path), "--json")
+    first = cli("run", str(job_crashing_mid_checkpoint(write, ckpt)), "--json")
     assert first.rc == 1
-    run = first.json()
     assert (ckpt / "step_3").is_dir() and not (ckpt / "step_3" / ".complete").exists()
-    retried = cli("retry", run["id"], "--failed", "--json")
-    assert retried.rc == 0, retried.err
-    second = retried.json()["splits"][0]["attempts"][1]
-    log = cli("logs", second["id"]).out
-    assert f"attempt=2 resume_from={ckpt / 'step_2'}" in log
-    assert "done at step 5" in log
+    assert_retry_resumes_from_step_2(cli, first.json()["id"], ckpt)
 
 
 def test_the_recipe_gets_the_checkpoint_as_restore_from_path(cli, write, tmp_path):
