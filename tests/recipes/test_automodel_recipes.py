@@ -12,23 +12,10 @@ import pytest
 from automodel_check import SECRETS, check_text, main
 
 from anylaunch import automodel, config
+from automodel_docs import SLURM_BLOCK
 
 HERE = Path(__file__).parent
 CORPUS = sorted((HERE / "automodel").rglob("*.yaml"))
-SLURM_BLOCK = """
-slurm:
-  job_name: llm_finetune
-  nodes: 2
-  ntasks_per_node: 8
-  time: "04:00:00"
-  account: my_account
-  partition: batch
-  container_image: nvcr.io/nvidia/nemo:dev
-  hf_home: ~/.cache/huggingface
-  master_port: 13742
-  env_vars:
-    HF_TOKEN: "${HF_TOKEN}"
-"""
 
 
 def test_the_corpus_is_a_few_dozen_recipes() -> None:
@@ -41,7 +28,7 @@ def test_recipe_loads_keeps_program_view_and_renders_bash(path: Path, tmp_path: 
     outcome = check_text(str(path.relative_to(HERE)), text, tmp_path)
     assert outcome.problem is None, outcome.problem
     if "skypilot:" not in text:
-        with_slurm = check_text(str(path.relative_to(HERE)), text, tmp_path, SLURM_BLOCK)
+        with_slurm = check_text(str(path.relative_to(HERE)), text, tmp_path, "\n" + SLURM_BLOCK)
         assert with_slurm.problem is None, with_slurm.problem
         # AutoModel's launcher defaults, for files that say they are AutoModel recipes.
         if automodel.is_recipe(config.load(path, environ=SECRETS)):

@@ -19,29 +19,13 @@ from automodel_template import render_script
 
 from anylaunch import api, config
 from anylaunch.store import Store
+from automodel_docs import SKYPILOT_BLOCK, SLURM_BLOCK, SPOT_RECIPE
 
 SECRETS = {"HF_TOKEN": "hf_side_by_side_1", "WANDB_API_KEY": "wandb_side_by_side_1"}
 RECIPE = "recipe: TrainFinetuneRecipeForNextTokenPrediction\nstep_scheduler:\n  checkpoint_interval: 100\n"
 COMMAND = ["python", "-m", "nemo_automodel.recipes.llm.train_ft", "-c", "{config}"]
 
-# The launcher documentation's blocks, verbatim.
-SLURM_BLOCK = """\
-slurm:
-  job_name: llm_finetune
-  nodes: 2
-  ntasks_per_node: 8
-  time: "04:00:00"
-  account: my_account
-  partition: batch
-  container_image: nvcr.io/nvidia/nemo:dev
-  hf_home: ~/.cache/huggingface
-  extra_mounts:
-    - source: /data
-      dest: /data
-  env_vars:
-    WANDB_API_KEY: "${WANDB_API_KEY}"
-    HF_TOKEN: "${HF_TOKEN}"
-"""
+# The launcher documentation's nsys block, verbatim (the others: automodel_docs).
 NSYS_BLOCK = """\
 slurm:
   job_name: llm_profile
@@ -53,21 +37,6 @@ slurm:
   container_image: nvcr.io/nvidia/nemo:dev
   nsys_enabled: true
 """
-SKYPILOT_BLOCK = """\
-skypilot:
-  cloud: aws
-  accelerators: "H100:8"
-  num_nodes: 2
-  use_spot: true
-  disk_size: 200
-  region: us-east-1
-  setup: "pip install nemo-automodel"
-  env_vars:
-    HF_TOKEN: "${HF_TOKEN}"
-"""
-SPOT_RECIPE = (
-    "step_scheduler:\n  checkpoint_interval: 100\nrestore_from:\n  path: /checkpoints/latest\n"
-)
 
 # Directives where anylaunch differs from AutoModel on purpose: (AutoModel's, ours).
 SBATCH_DIFFERENCES = {

@@ -13,30 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from automodel_docs import SKYPILOT_BLOCK, SPOT_RECIPE
+
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "programs"
 ROOT = HERE.parent.parent
 
 # AutoModel's documented spot example: the skypilot: block and the minimal resume recipe
 # keys it recommends with it.
-AUTOMODEL_SPOT = """\
-name: llm_finetune
-command: python -m nemo_automodel.recipes.llm.train_ft -c {config}
-skypilot:
-  cloud: aws
-  accelerators: "H100:8"
-  num_nodes: 2
-  use_spot: true
-  disk_size: 200
-  region: us-east-1
-  setup: "pip install nemo-automodel"
-  env_vars:
-    HF_TOKEN: "${HF_TOKEN}"
-step_scheduler:
-  checkpoint_interval: 100
-restore_from:
-  path: /checkpoints/latest
-"""
+AUTOMODEL_SPOT = (
+    "name: llm_finetune\n"
+    "command: python -m nemo_automodel.recipes.llm.train_ft -c {config}\n"
+    + SKYPILOT_BLOCK
+    + SPOT_RECIPE
+)
 
 # Everything except loopback goes to a dead port: a test that reaches the internet fails.
 OFFLINE = {

@@ -16,29 +16,16 @@ from anylaunch.backends.slurm.script import pyxis_image
 from anylaunch.errors import ConfigError
 from anylaunch.state import State
 from anylaunch.store import Store
+from automodel_docs import SLURM_BLOCK
 
 # AutoModel's minimal Slurm template for a multi-node fine-tune, as its users write it.
-AUTOMODEL_SLURM = """
-name: llm
-command: python -m nemo_automodel.recipes.llm.finetune -c {config}
-model:
-  pretrained_model_name_or_path: meta-llama/Llama-3.2-1B
-slurm:
-  job_name: llm_finetune
-  nodes: 2
-  ntasks_per_node: 8
-  time: "04:00:00"
-  account: my_account
-  partition: batch
-  container_image: nvcr.io/nvidia/nemo:dev
-  hf_home: ~/.cache/huggingface
-  extra_mounts:
-    - source: /data
-      dest: /data
-  master_port: 13742
-  env_vars:
-    HF_TOKEN: "${HF_TOKEN}"
-"""
+AUTOMODEL_SLURM = (
+    "name: llm\n"
+    "command: python -m nemo_automodel.recipes.llm.finetune -c {config}\n"
+    "model:\n"
+    "  pretrained_model_name_or_path: meta-llama/Llama-3.2-1B\n" + SLURM_BLOCK
+)
+EXAMPLE_SECRETS = {"HF_TOKEN": "hf_example_secret", "WANDB_API_KEY": "wandb_example_secret"}
 
 
 def spec_of(text: str, env: dict[str, str] | None = None, file: str = "/jobs/job.yaml"):
@@ -69,9 +56,7 @@ def config_error(text: str, env: dict[str, str] | None = None) -> str:
 def test_automodel_slurm_yaml_dry_run_shows_its_fields_without_touching_a_cluster(cli, write, home):
     path = write(AUTOMODEL_SLURM)
     # No cluster behind this SLURM_CONF: any Slurm command would fail the dry run.
-    result = cli(
-        "run", str(path), "--dry-run", env={"HF_TOKEN": "hf_example_secret", "SLURM_CONF": "/nope"}
-    )
+    result = cli("run", str(path), "--dry-run", env={**EXAMPLE_SECRETS, "SLURM_CONF": "/nope"})
     assert result.rc == 0, result.err
     script = result.out
     for line in (
@@ -87,12 +72,13 @@ def test_automodel_slurm_yaml_dry_run_shows_its_fields_without_touching_a_cluste
         assert line in script.splitlines(), line
     assert "'--container-image=nvcr.io#nvidia/nemo:dev'" in script
     assert "--container-mounts=/data:/data," in script
-    assert "hf_example_secret" not in script and "HF_TOKEN" in script
+    assert all(secret not in script for secret in EXAMPLE_SECRETS.values())
+    assert "HF_TOKEN" in script and "WANDB_API_KEY" in script
     assert not (home / "jobs").exists()  # nothing written, nothing submitted
-    as_json = cli("run", str(path), "--dry-run", "--json", env={"HF_TOKEN": "hf_example_secret"})
+    as_json = cli("run", str(path), "--dry-run", "--json", env=EXAMPLE_SECRETS)
     payload = as_json.json()["plan"]["payload"]
     assert (payload["nodes"], payload["ntasks_per_node"], payload["world_size"]) == (2, 8, 16)
-    assert "hf_example_secret" not in as_json.out
+    assert all(secret not in as_json.out for secret in EXAMPLE_SECRETS.values())
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "srun", "none"])
@@ -267,7 +253,7 @@ def test_resource_fields_become_sbatch_options(tmp_path):
 
 
 def test_config_placeholder_points_at_the_recipe_in_the_job_dir(tmp_path):
-    plan = render(tmp_path, AUTOMODEL_SLURM, {"HF_TOKEN": "x"})
+    plan = render(tmp_path, AUTOMODEL_SLURM, EXAMPLE_SECRETS)
     assert "recipe.yaml" in plan.files and "model:" in plan.files["recipe.yaml"]
     assert '-c "$ANYLAUNCH_JOB_DIR"/recipe.yaml' in task_part(plan.payload["script"])
 
