@@ -47,6 +47,16 @@ def to_markdown(rows: list[Row]) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+def with_load(rows: list[Row], load: float) -> list[Row]:
+    """A row that misses says how loaded the machine was while its group ran: on a shared
+    machine an absolute time or a ratio to bare Python may miss for that alone."""
+    for row in rows:
+        if row.met is False and not row.note.startswith("error:"):
+            row.note += f"; load average {load:.1f} when its group ended"
+            row.data["load_average"] = load
+    return rows
+
+
 def machine() -> str:
     cpus = os.cpu_count()
     memory = ""
@@ -89,10 +99,12 @@ def main() -> None:
             continue
         began = time.perf_counter()
         try:
-            rows += group()
+            found = group()
         except Exception as exc:  # one broken group must not hide the others
-            rows.append(failed(name, "(group)", "", exc))
-        print(f"bench: {name} done in {time.perf_counter() - began:.0f} s", flush=True)
+            found = [failed(name, "(group)", "", exc)]
+        took = time.perf_counter() - began
+        rows += with_load(found, os.getloadavg()[0])
+        print(f"bench: {name} done in {took:.0f} s", flush=True)
     elapsed = time.perf_counter() - started
     table = to_markdown(rows)
     print(table)
