@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from functools import cache
 
 _SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW(OR)?D|API_?KEY|ACCESS_KEY|PRIVATE_KEY|NGC_KEY|CREDENTIAL|AUTH|CLOUD_METADATA",
@@ -18,6 +19,7 @@ MASK = "***"
 MIN_SECRET = 4  # shorter values ("1", "true") would mask ordinary text everywhere
 
 
+@cache  # a run's every split asks about the same few names
 def is_secret_name(name: str) -> bool:
     """True for names such as HF_TOKEN, WANDB_API_KEY, SECRET_KEY, LEPTON_AUTH_TOKEN."""
     return bool(_SECRET_NAME.search(name))

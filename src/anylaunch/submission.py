@@ -95,6 +95,7 @@ def render(
     done = _attempts(store, run_id, [split_id for split_id, _ in jobs])
     values = impl.secret_values(spec)
     rendered: list[tuple[int | None, PlanContext, JobSpec, dict[str, str]]] = []
+    jobs_root = store.jobs_dir("").as_posix().rstrip("/")  # job dirs as text: one per job
     for split_id, job_id in jobs:
         env = per_job(split_id) if per_job else dict(base.env)
         if ATTEMPT_ENV not in env:  # the resume contract: which try this is
@@ -103,7 +104,7 @@ def render(
         # An array renders one script from the run's spec (`plan_array`): its tasks need
         # no spec of their own, their differences ride in their contexts.
         one = base if as_array or env == base.env else base.model_copy(update={"env": env})
-        ctx = impl.prepare(one, job_id, str(store.jobs_dir(job_id)), store)
+        ctx = impl.prepare(one, job_id, f"{jobs_root}/{job_id}", store)
         ctx = PlanContext(ctx.job_id, ctx.job_dir, {**ctx.values, "attempt": attempt})
         rendered.append((split_id, ctx, one, env))
     if as_array and isinstance(impl, ArraySubmission):
@@ -113,9 +114,12 @@ def render(
         # or a run of N splits costs N times a plan that grows with N.
         dumped = shared.model_dump(mode="json")
         dumps = [dumped] * len(rendered)
+        shared_secrets = secrets_for(shared, values)
+        secrets = [shared_secrets] * len(rendered)
     else:
         plans = [impl.plan(one, ctx) for _, ctx, one, _ in rendered]
         dumps = [plan.model_dump(mode="json") for plan in plans]
+        secrets = [secrets_for(plan, values) for plan in plans]
     planned = [
         Planned(
             JobRecord(
@@ -130,9 +134,11 @@ def render(
                 plan=dumped_plan,
             ),
             plan,
-            secrets_for(plan, values),
+            job_secrets,
         )
-        for (split_id, ctx, _, env), plan, dumped_plan in zip(rendered, plans, dumps, strict=True)
+        for (split_id, ctx, _, env), plan, dumped_plan, job_secrets in zip(
+            rendered, plans, dumps, secrets, strict=True
+        )
     ]
     return Batch(impl, planned, as_array)
 
