@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -40,6 +41,43 @@ def test_lookup_by_unique_prefix(home):
         store.get("abcd")
     with pytest.raises(JobNotFound):
         store.get("zzzz")
+
+
+def test_prefix_wildcards_are_plain_characters(home):
+    store = Store()
+    store.add(record("abcd1111"))
+    for pattern in ("abc_", "ab%", "ABCD1"):  # LIKE would read these as patterns, or any case
+        with pytest.raises(JobNotFound):
+            store.get(pattern)
+
+
+def _steps(store: Store, lookup) -> int:
+    """SQLite virtual-machine steps a lookup takes (in thousands): a count, not a time."""
+    steps = 0
+
+    def tick() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    store._db.set_progress_handler(tick, 1000)
+    try:
+        lookup()
+    finally:
+        store._db.set_progress_handler(None, 1000)
+    return steps
+
+
+def test_lookups_by_prefix_read_the_index_not_every_row(home):
+    store = Store()
+    jobs = [replace(record(f"{i:08d}"), run_id=f"r{i:07d}") for i in range(20_000)]
+    store.add_many([*jobs, record("qq123456")])
+    # A scan of 20,000 rows takes hundreds of thousands of steps; an index search a few.
+    assert _steps(store, lambda: store.get("qq12")) < 20
+    assert _steps(store, lambda: store.get("00012345")) < 20
+    assert _steps(store, lambda: store.resolve_run("r0012345")) < 20
+    assert store.get("qq12").id == "qq123456"
+    assert store.resolve_run("r0012345") == "r0012345"
 
 
 def test_port_reservations_are_exclusive_until_the_job_ends(home):

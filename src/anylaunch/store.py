@@ -13,7 +13,7 @@ import builtins
 import functools
 import json
 import os
-import secrets
+import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -98,8 +98,23 @@ def home() -> Path:
     return Path(os.environ.get("ANYLAUNCH_HOME") or Path.home() / ".anylaunch").expanduser()
 
 
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """Bounds of the ids that start with `prefix`, for `id >= ? AND id < ?`.
+
+    SQLite's LIKE is case-insensitive, so it cannot use the id index and reads every row
+    (most of a second at 1,000,000 jobs); a range on the index reads only the matches.
+    Every id sorts below the prefix followed by the highest code point.
+    """
+    return prefix, prefix + "\U0010ffff"
+
+
+# The operating system's randomness, as `secrets.choice` draws it; the secrets module would
+# bring hmac and hashlib (OpenSSL) into every command that opens the store.
+_RANDOM = random.SystemRandom()
+
+
 def new_id() -> str:
-    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+    return "".join(_RANDOM.choice(_ID_ALPHABET) for _ in range(8))
 
 
 def this_process() -> dict[str, float]:
@@ -324,8 +339,8 @@ class WorkflowTables:
     def get_workflow(self, workflow_id: str) -> WorkflowRecord:
         """A workflow by id or unique prefix."""
         rows = self._db.execute(
-            "SELECT * FROM workflows WHERE id = ? OR id LIKE ? || '%' ORDER BY id LIMIT 3",
-            (workflow_id, workflow_id),
+            "SELECT * FROM workflows WHERE id >= ? AND id < ? ORDER BY id LIMIT 3",
+            prefix_range(workflow_id),
         ).fetchall()
         exact = [r for r in rows if r["id"] == workflow_id]
         if exact:
@@ -755,8 +770,8 @@ class Store(WorkflowTables):
         """A job by id or unique id prefix."""
         rows = self._db.execute(
             "SELECT * FROM jobs WHERE id = ? UNION ALL"
-            " SELECT * FROM jobs WHERE id LIKE ? || '%' AND id != ? LIMIT 3",
-            (job_id, job_id, job_id),
+            " SELECT * FROM jobs WHERE id >= ? AND id < ? AND id != ? LIMIT 3",
+            (job_id, *prefix_range(job_id), job_id),
         ).fetchall()
         if not rows or not job_id:
             raise JobNotFound(f"no job '{job_id}' in {self.path} — list jobs with 'anylaunch ps'")
@@ -817,8 +832,8 @@ class Store(WorkflowTables):
     def resolve_run(self, run_id: str) -> str:
         """A run id from an id or a unique prefix."""
         rows = self._db.execute(
-            "SELECT DISTINCT run_id FROM jobs WHERE run_id = ? OR run_id LIKE ? || '%' LIMIT 3",
-            (run_id, run_id),
+            "SELECT DISTINCT run_id FROM jobs WHERE run_id >= ? AND run_id < ? LIMIT 3",
+            prefix_range(run_id),
         ).fetchall()
         ids = [r[0] for r in rows]
         if run_id in ids:
