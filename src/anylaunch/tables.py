@@ -64,16 +64,21 @@ def jobs_table(records: Sequence[JobRecord]) -> None:
 
 
 def job_detail(summary: dict[str, Any]) -> None:
-    from rich.console import Console
+    """`status` of one job: its fields, then its state history, as aligned plain lines.
 
-    console = Console()
+    Printed with click, as `ps` is: importing rich cost `status` more than the rest of
+    it did (~40-60 ms).
+    """
+    color = sys.stdout.isatty()
+
+    def label(text: str) -> str:
+        return click.style(text, bold=True) if color else text
+
     for key in ("id", "name", "backend", "native_id", "state", "exit_code", "detail", "job_dir"):
         if summary.get(key) is not None:
-            console.print(f"[bold]{key:>10}[/]  {summary[key]}", highlight=False)
+            click.echo(f"{label(f'{key:>10}')}  {summary[key]}")
     start = summary["created_at"]
-    console.print("[bold]   history[/]")
+    click.echo(label("   history"))
     for event in summary["events"]:
         detail = f"  {event['detail']}" if event.get("detail") else ""
-        console.print(
-            f"    +{event['at'] - start:8.1f}s  {event['state']}{detail}", highlight=False
-        )
+        click.echo(f"    +{event['at'] - start:8.1f}s  {event['state']}{detail}")
