@@ -88,7 +88,7 @@ def run(
     from anylaunch import ops
     from anylaunch.contract.inputs import DryRunArgs, RunArgs
     from anylaunch.errors import UsageError
-    from anylaunch.workflow.loader import is_workflow
+    from anylaunch.workflow.detect import is_workflow
 
     if is_workflow(file):
         if command or backend or overrides:
@@ -352,9 +352,11 @@ def status(job_id: str, as_json: bool) -> None:
     workflow's steps (resuming a workflow whose controller died)."""
     from anylaunch import ops
     from anylaunch.contract.inputs import RunOrJobRef
-    from anylaunch.workflow import ops as wf
+    from anylaunch.workflow.detect import is_workflow_id
 
-    if wf.is_workflow_id(job_id):
+    if is_workflow_id(job_id):  # the workflow engine is imported only for a workflow
+        from anylaunch.workflow import ops as wf
+
         _show_workflow(wf.status(job_id), as_json)
         return
 

@@ -8,7 +8,6 @@ Pydantic is imported by the argument models only; the answers are plain dicts.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -60,6 +59,8 @@ def job_path(args: inputs.JobFile) -> str:
     """
     if args.file is not None:
         return args.file
+    import hashlib  # only for YAML text; hashlib (OpenSSL) costs every other command ~10 ms
+
     text = args.yaml or ""
     folder = home() / "jobfiles"
     folder.mkdir(parents=True, exist_ok=True)
@@ -78,7 +79,7 @@ def load(args: inputs.JobFile) -> JobSpec:
 
 def dry_run(args: inputs.DryRunArgs) -> dict[str, Any]:
     from anylaunch.config import route
-    from anylaunch.workflow.loader import is_workflow
+    from anylaunch.workflow.detect import is_workflow
 
     path = job_path(args)
     if is_workflow(path):
@@ -151,9 +152,11 @@ def status(args: inputs.RunOrJobRef) -> dict[str, Any]:
     """A job's summary, events and reports; or, for a run id, the run's splits."""
     from anylaunch.errors import JobNotFound
     from anylaunch.reports import profile_reports
-    from anylaunch.workflow import ops as workflows
+    from anylaunch.workflow.detect import is_workflow_id
 
-    if workflows.is_workflow_id(args.id):
+    if is_workflow_id(args.id):
+        from anylaunch.workflow import ops as workflows
+
         return workflows.status(args.id)
     try:
         job = api.get(args.id)

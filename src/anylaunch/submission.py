@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -203,6 +202,10 @@ def send(batch: Batch, store: Store, max_parallel: int = 8) -> None:
             _send_one(impl, job, own)
         finally:
             own.close()
+
+    # Imported here: concurrent.futures brings threading and logging, which a dry-run or a
+    # `status` (both import this module through the API) never needs.
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max(1, min(max_parallel, len(jobs)))) as pool:
         list(pool.map(one, jobs))

@@ -82,7 +82,7 @@ def _all_objects(model: type[BaseModel]) -> bool:
 
 def _run(a: args.RunArgs) -> Any:
     from anylaunch.workflow import ops as workflows
-    from anylaunch.workflow.loader import is_workflow
+    from anylaunch.workflow.detect import is_workflow
 
     path = ops.job_path(a)
     if is_workflow(path):  # handed to its controller (or to Slurm): returns at once

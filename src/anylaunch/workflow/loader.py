@@ -26,17 +26,6 @@ REFERENCE = re.compile(r"\$\{steps\.([^.}]*)\.outputs\.([^}]*)\}")
 STEP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 STEP_KEYS = ("needs", "backend")  # a step's own keys, not the job's
 MERGED = ("env",)  # mappings a step adds to; every other key a step writes replaces
-_WORKFLOW_TEXT = re.compile(r"^steps:[ \t]*(?:[{#].*)?$", re.MULTILINE)
-
-
-def is_workflow(path: str | os.PathLike[str]) -> bool:
-    """Whether a job file is a workflow (a top-level `steps:` mapping); cheap, no YAML."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(1 << 20).decode("utf-8", "replace")
-    except OSError:
-        return False
-    return _WORKFLOW_TEXT.search(head) is not None
 
 
 def load(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Workflow:

@@ -8,12 +8,7 @@ from typing import Any
 
 from anylaunch.store import Store
 from anylaunch.workflow import api
-
-PREFIX = "wf-"
-
-
-def is_workflow_id(text: str) -> bool:
-    return text.startswith(PREFIX)
+from anylaunch.workflow.detect import is_workflow_id as is_workflow_id  # asked here too
 
 
 def dry_run(file: str, only: str | None, start: str | None) -> dict[str, Any]:
