@@ -317,19 +317,29 @@ def ps(
 ) -> None:
     """List jobs, newest first."""
     from anylaunch import api, ops
-    from anylaunch.contract.inputs import PsArgs
+    from anylaunch.contract.quick import plain_ps
 
     wanted = [_state(s).value for s in states]
-    args = ops.parse(
-        PsArgs, {"limit": None if show_all else limit, "states": wanted, "backend": backend}
-    )
+    count = None if show_all else limit
+    if not plain_ps(count, wanted, backend):
+        _check_with_model("PsArgs", {"limit": count, "states": wanted, "backend": backend})
     if as_json:
-        _emit_json(ops.ps(args))
+        _emit_json(ops.job_list(count, wanted, backend))
         return
-    records = api.jobs(limit=args.limit, states=[_state(s) for s in wanted], backend=backend)
+    records = api.jobs(limit=count, states=[_state(s) for s in wanted], backend=backend)
     from anylaunch.tables import jobs_table
 
     jobs_table(records)
+
+
+def _check_with_model(model: str, data: dict[str, Any]) -> None:
+    """Arguments `contract.quick` did not pass plainly go to the command's model, which
+    refuses them with its own message (or accepts them). The quick checks spare `ps` and
+    `status` importing pydantic, most of what they would cost otherwise."""
+    from anylaunch import ops
+    from anylaunch.contract import inputs
+
+    ops.parse(getattr(inputs, model), data)
 
 
 def _state(text: str) -> Any:
@@ -351,7 +361,7 @@ def status(job_id: str, as_json: bool) -> None:
     """Show a job's state, exit code and state history — or a run's splits, or a
     workflow's steps (resuming a workflow whose controller died)."""
     from anylaunch import ops
-    from anylaunch.contract.inputs import RunOrJobRef
+    from anylaunch.contract.quick import plain_id
     from anylaunch.workflow.detect import is_workflow_id
 
     if is_workflow_id(job_id):  # the workflow engine is imported only for a workflow
@@ -360,7 +370,9 @@ def status(job_id: str, as_json: bool) -> None:
         _show_workflow(wf.status(job_id), as_json)
         return
 
-    summary = ops.status(ops.parse(RunOrJobRef, {"id": job_id}))
+    if not plain_id(job_id):
+        _check_with_model("RunOrJobRef", {"id": job_id})
+    summary = ops.job_status(job_id)
     if as_json:
         _emit_json(summary)
         return

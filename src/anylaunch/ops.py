@@ -8,7 +8,7 @@ Pydantic is imported by the argument models only; the answers are plain dicts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from anylaunch import api
@@ -140,30 +140,38 @@ def preflight(args: inputs.PreflightArgs) -> dict[str, Any]:
 
 
 def ps(args: inputs.PsArgs) -> list[dict[str, Any]]:
+    return job_list(args.limit, args.states, args.backend)
+
+
+def job_list(limit: int | None, states: Sequence[str], backend: str | None) -> list[dict[str, Any]]:
+    """`ps` for arguments already checked (`ps`'s model, or `contract.quick` in the CLI)."""
     from anylaunch.state import State
 
-    records = api.jobs(
-        limit=args.limit, states=[State(s) for s in args.states], backend=args.backend
-    )
+    records = api.jobs(limit=limit, states=[State(s) for s in states], backend=backend)
     return [r.summary() for r in records]
 
 
 def status(args: inputs.RunOrJobRef) -> dict[str, Any]:
     """A job's summary, events and reports; or, for a run id, the run's splits."""
+    return job_status(args.id)
+
+
+def job_status(job_id: str) -> dict[str, Any]:
+    """`status` of an id already checked (`status`'s model, or `contract.quick` in the CLI)."""
     from anylaunch.errors import JobNotFound
     from anylaunch.reports import profile_reports
     from anylaunch.workflow.detect import is_workflow_id
 
-    if is_workflow_id(args.id):
+    if is_workflow_id(job_id):
         from anylaunch.workflow import ops as workflows
 
-        return workflows.status(args.id)
+        return workflows.status(job_id)
     try:
-        job = api.get(args.id)
+        job = api.get(job_id)
     except JobNotFound:
         from anylaunch import runs
 
-        return runs.load(args.id).to_json()
+        return runs.load(job_id).to_json()
     job.status()
     summary = {**job.record.summary(), "events": job.events()}
     reports = profile_reports(job.record)

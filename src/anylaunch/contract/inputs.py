@@ -12,13 +12,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from anylaunch.backends.known import BackendName as Backend
+from anylaunch.contract.quick import MAX_ID
 
 StateName = Literal[
     "PENDING", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT",
     "PREEMPTED", "UNKNOWN",
 ]  # fmt: skip
 JobId = Annotated[
-    str, Field(min_length=1, max_length=64, description="a job id (or a unique prefix)")
+    str, Field(min_length=1, max_length=MAX_ID, description="a job id (or a unique prefix)")
 ]
 # The longest an agent may block in one `wait` call: a client's request times out long
 # before a job ends, so the agent polls with several bounded waits.
@@ -78,7 +79,7 @@ class JobRef(_Args):
 
 
 class RunOrJobRef(_Args):
-    id: str = Field(min_length=1, max_length=64, description="a job id or a run id")
+    id: str = Field(min_length=1, max_length=MAX_ID, description="a job id or a run id")
 
 
 class LogsArgs(JobRef):
