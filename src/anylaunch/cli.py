@@ -86,7 +86,6 @@ def run(
     (`{config}` in it becomes the path of the recipe without launcher sections).
     A FILE with `steps:` is a workflow: its steps run in dependency order."""
     from anylaunch import ops
-    from anylaunch.contract.inputs import DryRunArgs, RunArgs
     from anylaunch.errors import UsageError
     from anylaunch.workflow.detect import is_workflow
 
@@ -102,18 +101,23 @@ def run(
 
     given = {"file": file, "backend": backend, "overrides": list(overrides), "command": command}
     if dry_run:
-        args = ops.parse(DryRunArgs, given)
+        from anylaunch.contract.quick import plain_job_file
+
+        if not plain_job_file(file, backend, given["overrides"], list(command)):
+            _check_with_model("DryRunArgs", given)
         if as_json:
-            _emit_json(ops.dry_run(args))
+            _emit_json(ops.dry_run_file(file, backend, given["overrides"], list(command)))
         else:
             from anylaunch import api
             from anylaunch.backends.base import get_backend
             from anylaunch.config import route
 
-            spec = ops.load(args)
+            spec = api.load(file, overrides=given["overrides"], command=list(command) or None)
             name = route(spec, backend)
             click.echo(get_backend(name).describe(api.dry_run(spec, name)))
         return
+    from anylaunch.contract.inputs import RunArgs
+
     args = ops.parse(RunArgs, {**given, "preflight": not no_preflight})
     job = ops.start(args, warn=None if as_json else _warn)
     if isinstance(job, str):  # a run of splits

@@ -78,17 +78,24 @@ def load(args: inputs.JobFile) -> JobSpec:
 
 
 def dry_run(args: inputs.DryRunArgs) -> dict[str, Any]:
+    return dry_run_file(job_path(args), args.backend, args.overrides, args.command)
+
+
+def dry_run_file(
+    path: str, backend: str | None, overrides: Sequence[str], command: Sequence[str]
+) -> dict[str, Any]:
+    """The dry-run of a job file, for arguments already checked (`dry_run`'s model, or
+    `contract.quick` in the CLI)."""
     from anylaunch.config import route
     from anylaunch.workflow.detect import is_workflow
 
-    path = job_path(args)
     if is_workflow(path):
         from anylaunch.workflow import ops as workflows
 
         return workflows.dry_run(path, None, None)
 
-    spec = load(args)
-    name = route(spec, args.backend)
+    spec = api.load(path, overrides=overrides, command=list(command) or None)
+    name = route(spec, backend)
     plan = api.dry_run(spec, name).to_json()
     return {"id": None, "kind": "job", "dry_run": True, "backend": name, "plan": plan}
 

@@ -40,6 +40,16 @@ def test_ps_arguments_plainly_valid_are_valid_for_the_model():
             assert _accepts(inputs.PsArgs, data), data
 
 
+def test_dry_run_arguments_plainly_valid_are_valid_for_the_model():
+    files = ["train.yaml", "", None, 5]
+    overrides = [[], ["nodes=2"], [1], [None]]
+    commands = [[], ["python", "train.py"], [3]]
+    for file, backend, sets, words in itertools.product(files, BACKENDS, overrides, commands):
+        if quick.plain_job_file(file, backend, sets, words):
+            data = {"file": file, "backend": backend, "overrides": sets, "command": words}
+            assert _accepts(inputs.DryRunArgs, data), data
+
+
 def test_the_quick_state_names_are_the_models_and_the_stores():
     assert quick.STATES == set(get_args(inputs.StateName)) == {s.value for s in State}
 
@@ -47,4 +57,5 @@ def test_the_quick_state_names_are_the_models_and_the_stores():
 def test_everyday_arguments_take_the_quick_path():
     assert quick.plain_id("abcd1234") and quick.plain_id("wf-abcd1234")
     assert quick.plain_ps(50, [], None) and quick.plain_ps(None, ["RUNNING"], "slurm")
+    assert quick.plain_job_file("train.yaml", None, ["nodes=2"], ["python", "train.py"])
     assert not quick.plain_id("") and not quick.plain_ps(0, [], None)
