@@ -16,19 +16,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel
 
 from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
-from anylaunch.backends.slurm import commands, parse, preflight, states
 from anylaunch.backends.slurm import plan as slurm_plan
+from anylaunch.backends.slurm import states
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.backends.slurm.plan import SlurmPayload
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.plan import Plan
-from anylaunch.preflight import Check
 from anylaunch.reach import Unreachable
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 
 if TYPE_CHECKING:
+    from anylaunch.backends.slurm import parse
+    from anylaunch.preflight import Check
     from anylaunch.store import JobRecord, Store
+
+# The commands (subprocess, shutil) and the preflight checks are imported by the methods
+# that run them: a dry-run renders a plan and runs nothing.
 
 CANCEL_WAIT_S = 60.0
 # Inherited from an enclosing allocation, these would bend the new job (SLURM_JOB_ID,
@@ -99,8 +103,10 @@ class SlurmBackend(Backend):
 
     def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
         """Time-limit advice always; with `deep`, a short srun checks mounts and the port."""
-        checks = preflight.spec_checks(spec)
-        return checks + preflight.cluster_checks(spec) if deep else checks
+        from anylaunch.backends.slurm import preflight as checks_of
+
+        checks = checks_of.spec_checks(spec)
+        return checks + checks_of.cluster_checks(spec) if deep else checks
 
     # -- side effects ---------------------------------------------------------------------
 
@@ -117,6 +123,8 @@ class SlurmBackend(Backend):
         return [(f"{base}_{s['split_id']}", meta) for s in plan.payload["splits"]]
 
     def _sbatch(self, plan: Plan[SlurmPayload], secrets: Mapping[str, str]) -> str:
+        from anylaunch.backends.slurm import commands, parse
+
         job_dirs = [s["job_dir"] for s in plan.payload["splits"]] or [plan.job_dir]
         for job_dir in job_dirs:
             # sbatch fails a job whose --output directory is missing (ExitCode 0:53).
@@ -152,6 +160,8 @@ class SlurmBackend(Backend):
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
         """One squeue for every job; sacct only for jobs slurmctld has already forgotten."""
+        from anylaunch.backends.slurm import commands
+
         natives = [job.native_id for job in jobs if job.native_id]
         if not natives:
             return observe(jobs, {}, {})
@@ -187,6 +197,8 @@ class SlurmBackend(Backend):
         squeue: a silent slurmctld would otherwise hold `ps` for squeue's retries. No
         answer is no verdict: the jobs are asked about again at the next poll.
         """
+        from anylaunch.backends.slurm import commands
+
         known = commands.by_comment(timeout=commands.POLL_DEADLINE_S)
         found: dict[str, tuple[str | None, dict[str, Any]]] = {}
         for job in jobs:
@@ -204,6 +216,8 @@ class SlurmBackend(Backend):
 
     def cancel(self, job: JobRecord) -> None:
         """scancel, then wait until Slurm reports the job finished (or forgets it)."""
+        from anylaunch.backends.slurm import commands
+
         if not job.native_id:
             return
         commands.run(["scancel", job.native_id])
