@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
@@ -17,18 +17,24 @@ if TYPE_CHECKING:
 MANIFEST_FILE = "staging.json"
 
 
-class StageInput(BaseModel):
+class _Staged(BaseModel):
+    # Built on first use: only a job that stages something writes a manifest, and every
+    # plan module imports this one.
+    model_config = ConfigDict(defer_build=True)
+
+
+class StageInput(_Staged):
     path: str  # where the program reads it (relative paths: the job's working directory)
     uri: str  # s3://bucket/key (object or prefix) or a local path
     unpack: bool = False  # .tar/.tar.gz/.tgz: present the unpacked tree instead
 
 
-class StageOutput(BaseModel):
+class StageOutput(_Staged):
     path: str  # where the program writes it
     uri: str  # s3://bucket/prefix it is uploaded to
 
 
-class Manifest(BaseModel):
+class Manifest(_Staged):
     workdir: str
     state_dir: str  # per-job scratch: uncached inputs, upload progress, summaries
     cache_root: str | None = None  # a shared filesystem that outlives the job, if any

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Wire(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # Each built on first use: a plan needs the job's few models, a poll a few others,
+    # and building all twenty cost every Lepton command ~20-40 ms.
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     def body(self) -> dict[str, Any]:
         """The JSON the SDK would send for this object."""
