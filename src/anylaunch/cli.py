@@ -103,16 +103,17 @@ def run(
     if dry_run:
         from anylaunch.contract.quick import plain_job_file
 
-        if not plain_job_file(file, backend, given["overrides"], list(command)):
+        sets, words = list(overrides), list(command)
+        if not plain_job_file(file, backend, sets, words):
             _check_with_model("DryRunArgs", given)
         if as_json:
-            _emit_json(ops.dry_run_file(file, backend, given["overrides"], list(command)))
+            _emit_json(ops.dry_run_file(file, backend, sets, words))
         else:
             from anylaunch import api
             from anylaunch.backends.base import get_backend
             from anylaunch.config import route
 
-            spec = api.load(file, overrides=given["overrides"], command=list(command) or None)
+            spec = api.load(file, overrides=sets, command=words or None)
             name = route(spec, backend)
             click.echo(get_backend(name).describe(api.dry_run(spec, name)))
         return
