@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from anylaunch import pending, reach, submission
+from anylaunch import pending, reach
 from anylaunch.backends.base import Backend, LogSource, Observation, get_backend
 from anylaunch.errors import AnylaunchError, UsageError
 from anylaunch.reach import Unreachable
@@ -70,7 +70,9 @@ def submit(
     (PreflightFailed, nothing stored); the CLI runs them itself to print warnings, and
     passes False.
     """
-    from anylaunch import config
+    # The submission pipeline is imported by the calls that send: `ps`, `status` and a
+    # dry-run import this module too.
+    from anylaunch import config, submission
 
     store = store or Store()
     built = backend if isinstance(backend, Backend) else None
@@ -130,8 +132,11 @@ def reconcile(
             if unsent_update is not None:
                 updates.append(unsent_update(record))
     store.apply(updates)
-    for record in adopted:
-        submission.honour_cancel(impl, record.id, store)
+    if adopted:
+        from anylaunch import submission
+
+        for record in adopted:
+            submission.honour_cancel(impl, record.id, store)
     return unsent
 
 
