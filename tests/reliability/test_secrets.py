@@ -78,7 +78,9 @@ def test_planted_secrets_appear_nowhere_after_a_full_run(
     home: Path,
     tmp_path: Path,
 ) -> None:
-    with Emulator(state_dir=tmp_path / "emulator", token=planted["LEPTON_AUTH_TOKEN"]) as emu:
+    token, s3 = planted["LEPTON_AUTH_TOKEN"], devstack["S3_ENDPOINT_URL"]
+    # The S3 server is what a Lepton job reaches outside its own network.
+    with Emulator(state_dir=tmp_path / "emulator", token=token, outside=[s3]) as emu:
         env = cli_env(
             home,
             **{**emu.env(), **planted},
