@@ -161,3 +161,53 @@ def test_a_remote_backend_has_no_store_to_write_while_it_polls(backend: str) -> 
     module = importlib.import_module(f"anylaunch.backends.{backend}.backend")
     assert "Store" not in vars(module)
     assert not [name for name in vars(module) if "store" in name.lower()]
+
+
+DEAD = {"pid": 2**22 + 7, "started": 1.0}  # a submitter that died mid-submit
+
+
+def orphaned_local_jobs(store: Store) -> list[JobRecord]:
+    """Three PENDING local jobs recorded without a native id by a submitter that died:
+    one whose supervisor ran and left its result (the backend has it), a lone job and a
+    split that were never started."""
+    records = []
+    for job_id, run_id in (("orph0001", None), ("orph0002", None), ("orph0003", "r-orphans")):
+        job_dir = store.jobs_dir(job_id)
+        job_dir.mkdir(parents=True)
+        records.append(
+            JobRecord(
+                id=job_id, name=job_id, backend="local", state=State.PENDING,
+                job_dir=str(job_dir), run_id=run_id, split_id=0 if run_id else None,
+                meta={"submitter": DEAD},
+            )
+        )  # fmt: skip
+    result = Path(records[0].job_dir) / "result.json"
+    result.write_text(json.dumps({"state": "SUCCEEDED", "exit_code": 0}))
+    store.add_many(records)
+    return store.list(limit=None)
+
+
+def test_what_reconcile_learns_is_written_in_one_transaction(home: Path) -> None:
+    store = Store()
+    jobs = orphaned_local_jobs(store)
+    # The split's note fails after the other two jobs' outcomes were written:
+    with sqlite3.connect(store.path) as db:
+        db.execute(
+            "CREATE TRIGGER fault BEFORE UPDATE ON jobs"
+            " WHEN NEW.id = 'orph0003' AND NEW.detail IS NOT OLD.detail"
+            " BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END"
+        )
+    with pytest.raises(StoreError, match="disk I/O error"):
+        api.refresh(jobs, store)
+    after = {j.id: j for j in store.list(limit=None)}
+    assert {j.state for j in after.values()} == {State.PENDING}
+    assert {j.native_id for j in after.values()} == {None}  # the found job was not adopted
+    with sqlite3.connect(store.path) as db:
+        db.execute("DROP TRIGGER fault")
+    api.refresh(store.list(limit=None), store)
+    found, lone, split = (store.get(i) for i in ("orph0001", "orph0002", "orph0003"))
+    assert (found.state, found.native_id) == (State.SUCCEEDED, "")
+    assert lone.state is State.FAILED and lone.detail == f"{api.NOT_SUBMITTED} — run it again"
+    assert "submitter" not in lone.meta  # settled: no submitter left to wait for
+    assert split.state is State.PENDING and split.detail is not None
+    assert split.detail.startswith(api.NOT_SUBMITTED) and "retry r-orphans --failed" in split.detail
