@@ -119,9 +119,9 @@ def new_id() -> str:
 
 def this_process() -> dict[str, float]:
     """Who is submitting: pid and start time, so a dead submitter can be told from a reused pid."""
-    import psutil
+    from anylaunch.proctime import create_time
 
-    return {"pid": os.getpid(), "started": psutil.Process().create_time()}
+    return {"pid": os.getpid(), "started": create_time()}
 
 
 def alive(process: dict[str, Any] | None) -> bool:
