@@ -30,19 +30,20 @@ from anylaunch.backends.base import (
     PlanContext,
     Submitted,
 )
-from anylaunch.backends.local import plan as local_plan
-from anylaunch.backends.local import start as local_start
 from anylaunch.backends.local.config import LocalSection
-from anylaunch.backends.local.plan import LocalPayload
-from anylaunch.backends.local.supervisor import ENTRY as SUPERVISOR_ENTRY
 from anylaunch.errors import BackendError
-from anylaunch.plan import Plan
+from anylaunch.proctime import create_time
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
+# Loading a job file builds this backend's section model, and `status` polls: neither
+# needs the planner, the starter or psutil, which load on first use.
 if TYPE_CHECKING:
     import psutil
+
+    from anylaunch.backends.local.plan import LocalPayload
+    from anylaunch.plan import Plan
 
 RESULT_FILE = "result.json"
 PLAN_FILE = "plan.json"
@@ -93,9 +94,13 @@ class LocalBackend(Backend):
         )
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
+        from anylaunch.backends.local import plan as local_plan
+
         return local_plan.render(spec, ctx)
 
     def describe(self, plan: Plan[LocalPayload]) -> str:
+        from anylaunch.backends.local import plan as local_plan
+
         return local_plan.describe(plan)
 
     def submit(self, plan: Plan[LocalPayload], secrets: Mapping[str, str]) -> Submitted:
@@ -109,16 +114,19 @@ class LocalBackend(Backend):
         env = {**os.environ, **secrets}
         env["ANYLAUNCH_HOME"] = str(job_dir.parent.parent)
         env["ANYLAUNCH_JOB_ID"] = plan.job_id
+        from anylaunch.backends.local import start as local_start
+
         pid = local_start.start(job_dir, plan.payload, env)
         _children.add(pid)
-        import psutil  # after the start: the job's first line does not wait for it
-
-        return str(pid), {"create_time": psutil.Process(pid).create_time()}
+        return str(pid), {"create_time": create_time(pid)}
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
-        for pid in list(_children):
-            if local_start.reap(pid):
-                _children.discard(pid)
+        if _children:
+            from anylaunch.backends.local import start as local_start
+
+            for pid in list(_children):
+                if local_start.reap(pid):
+                    _children.discard(pid)
         return {job.id: self._observe(job) for job in jobs}
 
     def _observe(self, job: JobRecord) -> Observation:
@@ -147,6 +155,8 @@ class LocalBackend(Backend):
         PENDING. Absent from the answer: never started, safe to submit.
         """
         import psutil
+
+        from anylaunch.backends.local.supervisor import ENTRY as SUPERVISOR_ENTRY
 
         running: dict[str, psutil.Process] = {}
         for proc in psutil.process_iter(["cmdline"]):

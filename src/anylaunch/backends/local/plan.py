@@ -23,7 +23,6 @@ from anylaunch.node import script as node_script
 from anylaunch.plan import Plan, check_runnable
 from anylaunch.rendezvous import Rendezvous
 from anylaunch.spec import JobSpec
-from anylaunch.storage import manifest
 
 RECIPE_FILE = "recipe.yaml"
 AGENT_FILE = "torchrun_agent.py"
@@ -144,18 +143,22 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
         payload["nsys_dir"] = nsys_dir
         payload["nsys_reports"] = f"{nsys_dir}/*.nsys-rep"
     # One machine: inputs are staged once for all simulated nodes, by the supervisor.
-    staging = manifest.build(
-        spec,
-        workdir=values["workdir"],
-        state_dir=str(job_dir / "staging"),
-        cache_root=values["cache_root"],
-    )
-    if staging is not None:
-        files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
-        path = str(job_dir / manifest.MANIFEST_FILE)
-        payload["stage_in"] = runtime.local_argv(runtime_path, "stage", "in", path)
-        if staging.outputs:
-            payload["stage_out"] = runtime.local_argv(runtime_path, "stage", "out", path)
+    staging = None
+    if spec.inputs or spec.outputs:  # the manifest's models load only for a job that stages
+        from anylaunch.storage import manifest
+
+        staging = manifest.build(
+            spec,
+            workdir=values["workdir"],
+            state_dir=str(job_dir / "staging"),
+            cache_root=values["cache_root"],
+        )
+        if staging is not None:
+            files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
+            path = str(job_dir / manifest.MANIFEST_FILE)
+            payload["stage_in"] = runtime.local_argv(runtime_path, "stage", "in", path)
+            if staging.outputs:
+                payload["stage_out"] = runtime.local_argv(runtime_path, "stage", "out", path)
     if checkpoints or staging is not None:
         files[runtime.FILE_NAME] = runtime.source()
     return Plan(

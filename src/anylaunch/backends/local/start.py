@@ -17,6 +17,7 @@ does any platform without fork.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -39,6 +40,8 @@ def start(job_dir: Path, payload: Mapping[str, Any], env: Mapping[str, str]) -> 
     """
     if not hasattr(os, "fork") or threading.active_count() > 1:
         return _spawn(job_dir, payload, env)
+    if not os.path.isdir(payload["workdir"]):  # as a plain start would fail, here and now
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), payload["workdir"])
     # Blocked across the fork: a Ctrl-C meant for the submitter, arriving before the
     # child has its own session, waits in the child until the supervisor handles it.
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, supervisor.STOP_SIGNALS)
