@@ -123,7 +123,10 @@ def main() -> None:
     (RESULTS / "latest.md").write_text(header + table)
     if plot.series(rows):  # the growth curves, as a picture for docs/bench.md
         load_note = f"load {meta['load_average'][0]:.1f}" if meta["load_average"] else ""
-        PICTURE.write_text(plot.svg(rows, f"anylaunch bench, {meta['when']}, {load_note}"))
+        # Only a whole run redraws the committed picture; a run of some groups draws
+        # beside its own results.
+        picture = RESULTS / PICTURE.name if args.only else PICTURE
+        picture.write_text(plot.svg(rows, f"anylaunch bench, {meta['when']}, {load_note}"))
     (RESULTS / "latest.json").write_text(
         json.dumps({"meta": meta, "rows": [r.as_dict() for r in rows]}, indent=2)
     )
