@@ -133,6 +133,13 @@ class ToyBackend(Backend):
             yield LogSource(node=node, path=str(Path(job.job_dir) / "logs" / f"node-{node}.log"))
 
 
+class SectionlessToyBackend(ToyBackend):
+    """The toy backend without a section of its own: it reads the neutral keys only."""
+
+    name = "plaintoy"
+    section = None
+
+
 def _alive(job: JobRecord) -> bool:
     """The supervisor still runs (the same process: a reused pid has another start time)."""
     try:

@@ -118,6 +118,18 @@ def test_a_registered_backends_section_is_checked_like_a_built_in_one(toy, write
     assert "Traceback" not in typo.err + big.err + twice.err
 
 
+def test_a_section_for_a_backend_that_has_none_is_refused_at_its_line(cli, write):
+    path = write("command: [true]\nplaintoy:\n  nodes: 2\n")
+    env = {
+        "ANYLAUNCH_BACKENDS": "plaintoy=toybackend.backend:SectionlessToyBackend",
+        "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    refused = cli("run", str(path), "--dry-run", env=env)
+    assert refused.rc == 2 and refused.err.count("\n") == 1, refused.err
+    assert f"{path}:2: plaintoy: the plaintoy backend has no section of its own" in refused.err
+    assert "remove 'plaintoy:'" in refused.err
+
+
 def test_a_section_of_an_unregistered_backend_is_the_programs_recipe(cli, write):
     path = write("command: [true]\ntoy:\n  nodes: 2\n")
     dry = cli("run", str(path), "--dry-run", "--json")
