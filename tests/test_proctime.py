@@ -11,7 +11,8 @@ import sys
 import psutil
 import pytest
 
-from anylaunch.proctime import create_time
+from anylaunch.proctime import create_time, running
+from helpers import wait_until
 
 
 def test_start_times_agree_with_psutil_for_this_process_and_a_child_with_an_odd_name(tmp_path):
@@ -33,3 +34,16 @@ def test_a_process_that_ended_is_reported_as_psutil_reports_it():
     gone.wait()
     with pytest.raises(psutil.NoSuchProcess):
         create_time(gone.pid)
+
+
+def test_a_process_runs_only_while_alive_unreaped_and_under_its_own_start_time():
+    child = subprocess.Popen(["sleep", "30"])
+    started = psutil.Process(child.pid).create_time()
+    assert running(child.pid, started) and running(child.pid, None)
+    assert not running(child.pid, started - 5)  # an earlier process that had this pid
+    child.kill()
+    # Ended, not yet reaped: a zombie, which no longer runs.
+    wait_until(lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE, 30, "zombie")
+    assert not running(child.pid, started)
+    child.wait()
+    assert not running(child.pid, started)

@@ -32,7 +32,7 @@ from anylaunch.backends.base import (
 )
 from anylaunch.backends.local.config import LocalSection
 from anylaunch.errors import BackendError
-from anylaunch.proctime import create_time
+from anylaunch.proctime import create_time, running
 from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
@@ -135,7 +135,7 @@ class LocalBackend(Backend):
             return Observation(
                 State(result["state"]), result.get("exit_code"), result.get("detail")
             )
-        if _supervisor(job) is not None:
+        if _supervisor_runs(job):
             return Observation(job.state)  # the supervisor records its own progress
         if job.native_id is None:
             return Observation(State.UNKNOWN)
@@ -272,6 +272,15 @@ def _read_result(job_dir: Path) -> dict[str, Any] | None:
         return json.loads(read_inside(str(job_dir), RESULT_FILE, limit=1 << 20))
     except (OSError, ValueError):
         return None
+
+
+def _supervisor_runs(job: JobRecord) -> bool:
+    """`_supervisor(job) is not None`, read from /proc: a poll needs no psutil."""
+    try:
+        pid = int(job.native_id or "")
+    except ValueError:
+        return False
+    return running(pid, job.meta.get("create_time"))
 
 
 def _supervisor(job: JobRecord) -> psutil.Process | None:
