@@ -3,6 +3,8 @@ environment: what each record stores must be what rendering that split on its ow
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from anylaunch import config, splits, submission
@@ -56,7 +58,28 @@ def test_an_arrays_splits_store_their_own_spec_and_the_one_array_plan(tmp_path):
     assert batch.array
     for (split_id, _), planned in zip(jobs, batch.jobs, strict=True):
         assert planned.record.spec == _alone(spec, split_id, 1).redacted()
-        assert planned.record.plan == batch.jobs[0].plan.model_dump(mode="json")
-    script = batch.jobs[0].plan.payload["script"]
+    whole = batch.jobs[0].plan.model_dump(mode="json")
+    assert batch.jobs[0].record.plan == whole
+    script = whole["payload"]["script"]
     assert "ANYLAUNCH_JOB_ID=job-c" in script and "hf-secret-value" not in script
+    for later in batch.jobs[1:]:
+        kept = later.record.plan
+        assert "job-a" in kept["payload"]["script"] and kept["files"] == {}
+        for key in ("job_id", "nodes", "secret_env"):
+            assert kept[key] == whole[key]
+        assert kept["payload"]["requeue"] == whole["payload"]["requeue"]
+    store.close()
+
+
+def test_an_arrays_stored_plans_do_not_grow_with_the_number_of_splits(tmp_path):
+    spec = config.from_text(JOB, file=str(tmp_path / "job.yaml"))
+    store = Store(tmp_path / "home")
+    impl = get_backend("slurm")
+
+    def stored(count: int) -> int:
+        jobs = [(i % 3, f"job-{i:04d}") for i in range(count)]
+        records = splits.render(spec, impl, store, f"run-{count}", jobs).records
+        return sum(len(json.dumps(r.plan)) for r in records[1:]) // (count - 1)
+
+    assert stored(300) <= stored(3) + 100  # the job id in the pointer may differ in length
     store.close()

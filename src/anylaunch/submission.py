@@ -110,9 +110,11 @@ def render(
         shared = impl.plan_array(spec, [(i or 0, ctx) for i, ctx, _, _ in rendered])
         plans = [shared] * len(rendered)
         # The array's plan holds every task: turned into JSON once, not once per task,
-        # or a run of N splits costs N times a plan that grows with N.
+        # and stored whole only with the first, or a run of N splits would cost N times
+        # a plan that grows with N.
         dumped = shared.model_dump(mode="json")
-        dumps = [dumped] * len(rendered)
+        rest = impl.task_plan(dumped, rendered[0][1].job_id) if len(rendered) > 1 else dumped
+        dumps = [dumped, *[rest] * (len(rendered) - 1)]
         shared_secrets = secrets_for(shared, values)
         secrets = [shared_secrets] * len(rendered)
     else:

@@ -180,6 +180,12 @@ class ArraySubmission(Protocol):
         """Submit once; one (native id, meta) per split, in the plan's split order."""
         ...
 
+    def task_plan(self, plan: dict[str, Any], first_job_id: str) -> dict[str, Any]:
+        """What the record of each split after the first keeps of the array's plan (as
+        JSON): the first keeps all of it, so the parts that list every split are stored
+        once, not once per split."""
+        ...
+
 
 # The registry: a backend's name -> "module:Class", imported only when first used, so
 # that `--help` pays for none of them. Adding a backend to anylaunch is one line here.

@@ -93,6 +93,12 @@ class SlurmBackend(Backend):
         values = {**first.values, "splits": rows}
         return slurm_plan.render(spec, PlanContext(first.job_id, first.job_dir, values))
 
+    def task_plan(self, plan: dict[str, Any], first_job_id: str) -> dict[str, Any]:
+        """A later task's stored plan: all but the script and the task list, which grow
+        with the array and which the first task's record holds."""
+        where = f"(the array's script: in the plan of job {first_job_id})"
+        return {**plan, "payload": {**plan["payload"], "script": where, "splits": []}, "files": {}}
+
     def describe(self, plan: Plan[SlurmPayload]) -> str:
         return slurm_plan.describe(plan)
 
