@@ -10,9 +10,9 @@ with the same command line (how `reconcile` finds it).
 
 The child must exec before it touches the store: SQLite's state copied by fork (an open
 WAL connection, its locks) is not safe to use or to close in a second process, and exec
-drops all of it. A submitter with more than one thread cannot fork safely (another
-thread may hold a lock the child needs), so it starts the supervisor the plain way, as
-does any platform without fork.
+drops all of it. A submitter with more than one thread (Python's or a library's own)
+cannot fork safely: another thread may hold a lock the child needs. It starts the
+supervisor the plain way, as does any platform without fork.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def start(job_dir: Path, payload: Mapping[str, Any], env: Mapping[str, str]) -> 
     The caller reaps it (`reap`). The supervisor runs in a session of its own: Ctrl-C or
     the end of the submitting process does not reach it or its nodes.
     """
-    if not hasattr(os, "fork") or threading.active_count() > 1:
+    if not hasattr(os, "fork") or _threads() > 1:
         return _spawn(job_dir, payload, env)
     if not os.path.isdir(payload["workdir"]):  # as a plain start would fail, here and now
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), payload["workdir"])
@@ -107,6 +107,14 @@ def _child(job_dir: Path, payload: Mapping[str, Any], env: Mapping[str, str]) ->
         os.write(2, traceback.format_exc().encode())
     finally:
         os._exit(127)
+
+
+def _threads() -> int:
+    """Threads of this process, those a library started outside `threading` included."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
 
 
 def _redirect(log: Path) -> None:
