@@ -56,6 +56,12 @@ def start(job_dir: Path, payload: Mapping[str, Any], env: Mapping[str, str]) -> 
 
 def reap(pid: int) -> bool:
     """Collect the supervisor's exit status if it ended (no zombie); True once it has."""
+    proc = _popens.get(pid)
+    if proc is not None:  # started the plain way: its Popen collects it
+        if proc.poll() is None:
+            return False
+        del _popens[pid]
+        return True
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
