@@ -37,7 +37,8 @@ def test_the_demo_succeeds_thirty_times_in_a_row_with_a_clean_log(cli, tmp_path)
         )
         log = result.out + result.err
         alarming = [line for line in log.splitlines() if ALARMING.search(line)]
-        if result.rc != 0 or "SUCCEEDED" not in result.err or alarming:
-            failures.append(f"run {run + 1}: rc {result.rc}: {alarming[:5]}")
-        assert (checkpoints / "latest.pt").exists()
+        saved = (checkpoints / "latest.pt").exists()
+        if result.rc != 0 or "SUCCEEDED" not in result.err or alarming or not saved:
+            tail = log.splitlines()[-15:]
+            failures.append(f"run {run + 1}: rc {result.rc}, checkpoint saved {saved}: {tail}")
     assert failures == [], f"{len(failures)} of {RUNS} runs not clean: {failures}"
