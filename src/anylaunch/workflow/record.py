@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from anylaunch.store import Store, WorkflowRecord, new_id
+from anylaunch.workflow.detect import PREFIX
 
 if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
@@ -24,7 +25,7 @@ PENDING = "PENDING"
 
 def new_workflow_id() -> str:
     """`wf-` and 8 characters: never taken for a job or run id, which have no dash."""
-    return "wf-" + new_id()
+    return PREFIX + new_id()
 
 
 def run_id(workflow_id: str, step_id: str) -> str:
