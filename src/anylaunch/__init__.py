@@ -6,9 +6,7 @@ The public names are loaded on first use so that `import anylaunch` (and the CLI
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from anylaunch.lazy import lazy_exports
+from anylaunch.lazy import TYPE_CHECKING, lazy_exports
 
 __version__ = "0.1.0"
 __all__ = ["Job", "JobSpec", "State", "dry_run", "get", "jobs", "load", "submit"]

@@ -1,3 +1,3 @@
-from anylaunch.cli import main
+from anylaunch.warm.client import main
 
 main()

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
-from typing import Any
+
+# Names for type checkers only: `typing` and `collections.abc` would cost the command
+# that imports nothing else (a warm dry-run's client) more than all of its own work.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 
 def lazy_exports(module: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
