@@ -359,10 +359,38 @@ def test_the_switch_reads_as_documented():
         wire.enabled({"ANYLAUNCH_WARM": "2"})
 
 
-def test_a_folder_others_can_enter_is_not_used(tmp_path):
-    shared = tmp_path / f"anylaunch-warm-{os.getuid()}"
-    shared.mkdir(mode=0o755)
-    shared.chmod(0o755)
-    assert wire.directory({"XDG_RUNTIME_DIR": str(tmp_path)}) is None
-    shared.chmod(0o700)
-    assert wire.directory({"XDG_RUNTIME_DIR": str(tmp_path)}) == str(shared)
+def test_a_folder_others_can_enter_is_not_used():
+    runtime = Path(tempfile.mkdtemp(prefix="alw-", dir="/tmp"))
+    try:
+        shared = runtime / f"anylaunch-warm-{os.getuid()}"
+        shared.mkdir(mode=0o755)
+        shared.chmod(0o755)
+        assert wire.directory({"XDG_RUNTIME_DIR": str(runtime)}) is None
+        shared.chmod(0o700)
+        assert wire.directory({"XDG_RUNTIME_DIR": str(runtime)}) == str(shared)
+    finally:
+        shutil.rmtree(runtime)
+
+
+def test_a_folder_too_long_for_a_socket_is_not_used(tmp_path):
+    deep = tmp_path / ("x" * 80)
+    deep.mkdir()
+    assert wire.directory({"XDG_RUNTIME_DIR": str(deep)}) is None
+
+
+def test_a_server_that_cannot_start_is_not_started_again_at_once(warm):
+    pid = warm.started()
+    sock = next(warm.folder.glob("*.sock"))
+    _stop(pid)
+    _wait_gone(pid)
+    sock.mkdir()  # where the next server's socket must go: it cannot listen
+    assert warm.run("run", "local.yaml", "--dry-run")[0] == 0
+    failed = sock.with_suffix(".failed")
+    deadline = time.monotonic() + 60
+    while not failed.exists():
+        assert time.monotonic() < deadline, warm.log()
+        time.sleep(0.05)
+    for _ in range(3):
+        rc, out, err = warm.run("run", "local.yaml", "--dry-run")
+        assert rc == 0 and "node 0" in out, err
+    assert warm.log().count("Traceback") == 1, warm.log()

@@ -146,7 +146,13 @@ def _spawn(folder: str, base: str) -> None:
     """Start a server for the next command in the background, with this interpreter and
     import path, and none of this environment's secrets."""
     import subprocess
+    import time
 
+    try:
+        if time.time() - os.stat(base + wire.FAILED).st_mtime < wire.RETRY_FAILED_S:
+            return  # the last server could not start: its log says why
+    except OSError:
+        pass
     env = {name: os.environ[name] for name in wire.SERVER_ENV if name in os.environ}
     code = (
         f"import sys; sys.path[:] = {sys.path!r}; from anylaunch.warm.server import serve; serve()"

@@ -78,17 +78,27 @@ def serve() -> None:
     if os.fstat(2).st_size > LOG_BYTES:
         os.ftruncate(2, 0)
     log = os.fdopen(os.dup(2), "a", buffering=1)
-    started = time.monotonic()
-    _warm_up()
-    package = os.path.dirname(anylaunch.__file__)
-    loaded = Loaded(identity, wire.fingerprint(package, sys.path), package, log, lock.fileno())
-    log.write(f"{_now()} warm after {time.monotonic() - started:.2f} s, pid {os.getpid()}\n")
-    gc.collect()  # the warm-up's leftovers (its store's connections among them) go now,
-    gc.freeze()  # and what is loaded stays shared with every worker instead of copied
-    _listen(base + ".sock", loaded)
+    try:
+        started = time.monotonic()
+        _warm_up(log)
+        package = os.path.dirname(anylaunch.__file__)
+        loaded = Loaded(identity, wire.fingerprint(package, sys.path), package, log, lock.fileno())
+        log.write(f"{_now()} warm after {time.monotonic() - started:.2f} s, pid {os.getpid()}\n")
+        gc.collect()  # the warm-up's leftovers (its store's connections among them) go now,
+        gc.freeze()  # and what is loaded stays shared with every worker instead of copied
+        _listen(base + ".sock", loaded)
+    except Exception:
+        # Clients then run their commands themselves, and wait before starting another.
+        traceback.print_exc(file=log)
+        Path(base + wire.FAILED).touch()
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(base + wire.FAILED)
 
 
-def _warm_up() -> None:
+def _warm_up(log: IO[str]) -> None:
+    """Dry-run each of WARM_UP once; one that fails is a line in the log, and its part of
+    the code is imported by the first worker that needs it instead."""
     from anylaunch.cli import main
 
     saved_argv, saved_env = list(sys.argv), dict(os.environ)
@@ -99,13 +109,16 @@ def _warm_up() -> None:
             path.write_text(text)
             for extra in ([], ["--json"]):
                 sys.argv = ["anylaunch", "run", str(path), "--dry-run", *extra]
-                with (
-                    open(os.devnull, "w") as sink,
-                    contextlib.redirect_stdout(sink),
-                    contextlib.redirect_stderr(sink),
-                    contextlib.suppress(SystemExit),
-                ):
-                    main()
+                try:
+                    with (
+                        open(os.devnull, "w") as sink,
+                        contextlib.redirect_stdout(sink),
+                        contextlib.redirect_stderr(sink),
+                        contextlib.suppress(SystemExit),
+                    ):
+                        main()
+                except Exception as exc:
+                    log.write(f"{_now()} warm-up of {name} failed: {exc!r}\n")
     sys.argv = saved_argv
     os.environ.clear()
     os.environ.update(saved_env)

@@ -49,6 +49,11 @@ SERVER_ENV = (*INTERPRETER_ENV, "PATH", "HOME", "TMPDIR", "VIRTUAL_ENV", "XDG_RU
 # 4-byte integers): P started (send G to go), S stale code, K not for this server,
 # X the command ended.
 HELLO = b"ALW1"
+# Left by a server that could not start: clients do not start another for a while.
+FAILED = ".failed"
+RETRY_FAILED_S = 600.0
+# A socket's path has room for 107 bytes; the server's own file names take up to 40.
+MAX_FOLDER = 107 - 40
 GO = b"G"
 STARTED, STALE, NOT_MINE, EXITED = b"P", b"S", b"K", b"X"
 
@@ -86,9 +91,12 @@ def eligible(args: list[str]) -> bool:
 
 def directory(environ: Mapping[str, str]) -> str | None:
     """The folder of this user's servers, made private if new; None when it exists but
-    anyone else could reach into it (then warm start stays off)."""
+    anyone else could reach into it, or its path is too long for a socket (then warm start
+    stays off)."""
     base = environ.get("XDG_RUNTIME_DIR") or "/tmp"
     path = os.path.join(base, f"anylaunch-warm-{os.getuid()}")
+    if len(path.encode("utf-8", "surrogateescape")) > MAX_FOLDER:
+        return None
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
