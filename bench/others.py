@@ -24,6 +24,10 @@ def commands() -> dict[str, list[str] | None]:
     for tool in ("torchx", "sky"):
         exe = bindir / tool
         out[f"{tool} --help"] = [str(exe), "--help"] if exe.exists() else None
+    # The dry-run TorchX users would compare ours with: the same 2x8 Slurm job, rendered.
+    torchx = bindir / "torchx"
+    dry_run = ["run", "-s", "slurm", "--dryrun", "dist.ddp", "-j", "2x8", "--script", "train.py"]
+    out["torchx run --dryrun (slurm, 2x8)"] = [str(torchx), *dry_run] if torchx.exists() else None
     has_submitit = python.exists() and _imports(python, "submitit")
     out["import submitit"] = [str(python), "-c", "import submitit"] if has_submitit else None
     return out
