@@ -150,6 +150,7 @@ CASES = [
 
 def test_a_warm_dry_run_prints_and_exits_as_a_cold_one(warm):
     warm.started()
+    assert "warm-up of" not in warm.log()  # each of the server's own dry-runs passed
     before = warm.served()
     for args in CASES:
         cold = warm.run(*args, ANYLAUNCH_WARM="0")

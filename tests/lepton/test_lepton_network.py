@@ -90,8 +90,10 @@ def test_two_emulators_jobs_hold_torch_stores_on_master_port_29400_at_once_and_s
         ]  # fmt: skip
         flags = [emu.world.volumes / "lustre" / PERMITTED for emu in emulators]
         wait_until(
-            lambda: all((f / "listening").exists() for f in flags)
-            or any(ended(e, j) for e, j in zip(emulators, jobs, strict=True)),
+            lambda: (
+                all((f / "listening").exists() for f in flags)
+                or any(ended(e, j) for e, j in zip(emulators, jobs, strict=True))
+            ),
             timeout=300,
             what="both jobs' stores to listen on 29400",
         )
@@ -140,9 +142,7 @@ for name, url in zip(sys.argv[1::2], sys.argv[2::2]):
 """
 
 
-def test_a_job_reaches_the_relayed_endpoint_and_nothing_else_on_this_machine(
-    tmp_path, servers
-):
+def test_a_job_reaches_the_relayed_endpoint_and_nothing_else_on_this_machine(tmp_path, servers):
     relayed, other = servers
     with Emulator(state_dir=tmp_path / "emu", outside=[relayed]) as emu:
         api = emu.url.split("/api/")[0] + "/_emulator/healthz"

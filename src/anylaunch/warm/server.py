@@ -41,12 +41,16 @@ LOG_BYTES = 1 << 20  # a line per dry-run; the log starts again past this
 # dry-run of each kind touches is loaded: a job for each backend that renders without
 # the library of a cloud (SkyPilot's is imported by the worker that needs it), and a
 # workflow.
-_JOB = "name: warm\ncommand: python train.py\nnodes: 2\ngpus_per_node: 8\n"
-_IMAGE = "image: nvcr.io/nvidia/pytorch:25.08-py3\n"
+_SECTIONS = {
+    "local": "launcher: torchrun",
+    "slurm": "image: nvcr.io/nvidia/pytorch:25.08-py3\nslurm: {partition: gpu}",
+    "lepton": "image: nvcr.io/nvidia/pytorch:25.08-py3\nlepton: {resource_shape: gpu.8xh100-sxm}",
+}
 WARM_UP = {
-    "local.yaml": _JOB + "launcher: torchrun\n",
-    "slurm.yaml": _JOB + _IMAGE + "slurm: {partition: gpu, time: '01:00:00'}\n",
-    "lepton.yaml": _JOB + _IMAGE + "lepton: {resource_shape: gpu.8xh100-sxm}\n",
+    **{
+        f"{backend}.yaml": f"name: warm\ncommand: python train.py\nnodes: 2\n{section}\n"
+        for backend, section in _SECTIONS.items()
+    },
     "flow.yaml": "steps:\n  a: {command: 'true'}\n  b: {command: 'true', needs: [a]}\n",
 }
 
