@@ -5,6 +5,7 @@ goes."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from anylaunch.warm import server, wire
@@ -319,7 +321,14 @@ def test_a_bad_switch_is_one_line_that_says_what_to_set(warm):
     rc, out, err = warm.run("run", "local.yaml", "--dry-run", ANYLAUNCH_WARM="maybe")
     assert rc == 2 and out == ""
     assert err.strip().count("\n") == 0
-    assert "ANYLAUNCH_WARM='maybe'" in err and "ANYLAUNCH_WARM=0" in err
+    assert err.startswith("anylaunch: error: ANYLAUNCH_WARM='maybe'") and "ANYLAUNCH_WARM=0" in err
+    rc, out, err = warm.run("run", "local.yaml", "--dry-run", "--json", ANYLAUNCH_WARM="maybe")
+    assert rc == 2 and err == ""
+    error = json.loads(out)
+    assert error["kind"] == "error" and error["error"]["code"] == "USAGE"
+    assert "ANYLAUNCH_WARM='maybe'" in error["error"]["message"]
+    schema = json.loads((Path(__file__).parent.parent / "docs/schemas/error.json").read_text())
+    jsonschema.validate(error, schema)
 
 
 @pytest.mark.parametrize(

@@ -31,8 +31,7 @@ def main() -> None:
         try:
             warm = wire.enabled(os.environ)
         except wire.WarmSwitchError as exc:
-            print(exc, file=sys.stderr)
-            sys.exit(2)
+            _refuse(str(exc), args)
     if not warm:
         _cold()
         return
@@ -54,6 +53,20 @@ def main() -> None:
     finally:
         if spawn:
             _spawn(folder, base)
+
+
+def _refuse(message: str, args: list[str]) -> None:
+    """A usage error, printed as the CLI prints one (JSON with --json), exit 2."""
+    import json
+
+    from anylaunch.errors import UsageError
+
+    ours = args[: args.index("--")] if "--" in args else args
+    if "--json" in ours:
+        print(json.dumps(UsageError(message).to_json(), indent=2))
+    else:
+        print(f"anylaunch: error: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 def _cold() -> None:

@@ -74,7 +74,7 @@ def enabled(environ: Mapping[str, str]) -> bool:
     if word in _OFF:
         return False
     raise WarmSwitchError(
-        f"anylaunch: {SWITCH}={value!r} is neither on nor off — set {SWITCH}=1 (a warm"
+        f"{SWITCH}={value!r} is neither on nor off — set {SWITCH}=1 (a warm"
         f" server answers dry-runs) or {SWITCH}=0, or unset it"
     )
 
