@@ -404,3 +404,20 @@ def test_a_server_that_cannot_start_is_not_started_again_at_once(warm):
         rc, out, err = warm.run("run", "local.yaml", "--dry-run")
         assert rc == 0 and "node 0" in out, err
     assert warm.log().count("Traceback") == 1, warm.log()
+
+
+def test_a_server_stopped_while_it_warms_up_leaves_nothing_behind(warm, tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    warm.env["TMPDIR"] = str(scratch)  # where the server's warm-up writes its job files
+    assert warm.run("run", "local.yaml", "--dry-run")[0] == 0
+    deadline = time.monotonic() + 60
+    while not list(scratch.glob("anylaunch-warm-*")):
+        assert time.monotonic() < deadline and not list(warm.folder.glob("*.sock")), warm.log()
+        time.sleep(0.005)
+    pid = int(next(warm.folder.glob("*.lock")).read_text())
+    os.kill(pid, signal.SIGTERM)
+    _wait_gone(pid)
+    assert "stopped before it listened" in warm.log()
+    assert list(scratch.iterdir()) == [] and not list(warm.folder.glob("*.sock"))
+    assert not list(warm.folder.glob("*.failed"))

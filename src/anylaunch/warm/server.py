@@ -82,6 +82,7 @@ def serve() -> None:
     if os.fstat(2).st_size > LOG_BYTES:
         os.ftruncate(2, 0)
     log = os.fdopen(os.dup(2), "a", buffering=1)
+    signal.signal(signal.SIGTERM, _stop)  # from now on, leave through the finally clauses
     try:
         started = time.monotonic()
         _warm_up(log)
@@ -90,14 +91,15 @@ def serve() -> None:
         log.write(f"{_now()} warm after {time.monotonic() - started:.2f} s, pid {os.getpid()}\n")
         gc.collect()  # the warm-up's leftovers (its store's connections among them) go now,
         gc.freeze()  # and what is loaded stays shared with every worker instead of copied
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(base + wire.FAILED)
         _listen(base + ".sock", loaded)
+    except _Stopped:
+        log.write(f"{_now()} exit: stopped before it listened\n")
     except Exception:
         # Clients then run their commands themselves, and wait before starting another.
         traceback.print_exc(file=log)
         Path(base + wire.FAILED).touch()
-        return
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(base + wire.FAILED)
 
 
 def _warm_up(log: IO[str]) -> None:
@@ -138,7 +140,6 @@ def _listen(path: str, loaded: Loaded) -> None:
     os.replace(staging, path)
     mine = os.stat(path).st_ino
     idle_s = float(os.environ.get(wire.IDLE, wire.IDLE_S))
-    signal.signal(signal.SIGTERM, _stop)
     last = time.monotonic()
     why = "idle"
     try:
@@ -164,8 +165,10 @@ def _listen(path: str, loaded: Loaded) -> None:
         loaded.log.write(f"{_now()} exit: {why}\n")
 
 
-class _Stopped(Exception):
-    """SIGTERM: leave the loop at once (a select would be resumed after the handler)."""
+class _Stopped(BaseException):
+    """SIGTERM: leave at once, through the finally clauses (a select would be resumed
+    after a handler that returned). Not an Exception: a failed warm-up job is caught as
+    one, a stop must not be."""
 
 
 def _stop(_signum: int, _frame: object) -> None:
