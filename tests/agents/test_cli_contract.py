@@ -27,6 +27,17 @@ def test_lepton_shapes_and_volumes_list_the_workspace(cli, tmp_path):
         volumes = cli("lepton", "volumes", "--json", env=emu.env())
         assert volumes.rc == 0 and isinstance(volumes.json(), list)
         assert shapes.out.count(emu.token) == volumes.out.count(emu.token) == 0
+        # One node group, by id or by name; one the workspace lacks is a one-line refusal.
+        group = volumes.json()[0]["node_group_id"]
+        one = cli("lepton", "volumes", "--node-group", group, "--json", env=emu.env())
+        assert one.rc == 0 and {v["node_group_id"] for v in one.json()} == {group}
+        for sub in ("shapes", "volumes"):
+            wrong = cli("lepton", sub, "--node-group", "nope", env=emu.env())
+            assert wrong.rc == 2 and wrong.out == "", wrong.out
+            assert wrong.err.count("\n") == 1 and "node group 'nope'" in wrong.err
+            assert group in wrong.err and "--node-group" in wrong.err
+            wrong = cli("lepton", sub, "--node-group", "nope", "--json", env=emu.env())
+            assert wrong.rc == 2 and wrong.json()["error"]["code"] == "USAGE"
     unset = {"LEPTON_WORKSPACE_ID": "", "LEPTON_AUTH_TOKEN": "", "LEPTON_WORKSPACE_URL": ""}
     missing = cli("lepton", "shapes", "--json", env=unset)
     assert missing.rc != 0 and "LEPTON_AUTH_TOKEN" in missing.json()["error"]["message"]

@@ -127,7 +127,7 @@ class LeptonSDK:
 
     def list_resource_shapes(self, node_group_id: str | None = None) -> dict[str, dict[str, Any]]:
         with self._client() as client:
-            shapes = client.shapes(node_group_id)
+            shapes = client.shapes(_listed_group(client, node_group_id))
         # The TAO SDK's table keys each shape by its id and calls that id `gpu_type`
         # ("gpu.8xh100-sxm"): kept for its callers, and said so. The accelerator model is
         # the API's own field (leptonai api/v2/types/shape.py ShapeSpec.accelerator_type).
@@ -149,7 +149,7 @@ class LeptonSDK:
 
     def get_volumes(self, node_group_id: str | None = None) -> list[dict[str, Any]]:
         with self._client() as client:
-            wanted = _group_id(client, node_group_id)
+            wanted = _listed_group(client, node_group_id)
             groups = [client.node_group(wanted)] if wanted else client.node_groups()
         out = []
         for group in groups:
@@ -322,6 +322,24 @@ def _group_id(client: LeptonClient, wanted: str | None) -> str | None:
         if wanted in (group.metadata.id, group.metadata.name):
             return group.metadata.id
     return wanted
+
+
+def _listed_group(client: LeptonClient, wanted: str | None) -> str | None:
+    """The id of the node group named by id or name, for a listing of one group: one
+    the workspace does not have is refused, never answered with every group's items."""
+    from anylaunch.errors import UsageError
+
+    if not wanted:
+        return None
+    groups = client.node_groups()
+    for group in groups:
+        if wanted in (group.metadata.id, group.metadata.name):
+            return group.metadata.id
+    known = ", ".join(f"{g.metadata.id} ({g.metadata.name})" for g in groups) or "none"
+    raise UsageError(
+        f"node group '{wanted}' is not in this workspace (its node groups: {known})"
+        " — pass one of them, by id or name, to --node-group"
+    )
 
 
 def _node_groups_by_node(client: LeptonClient) -> dict[str, str]:
