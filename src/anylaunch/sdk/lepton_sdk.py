@@ -318,10 +318,7 @@ def _native(job_id: str) -> str:
 def _group_id(client: LeptonClient, wanted: str | None) -> str | None:
     if not wanted:
         return None
-    for group in client.node_groups():
-        if wanted in (group.metadata.id, group.metadata.name):
-            return group.metadata.id
-    return wanted
+    return _match_group(client.node_groups(), wanted) or wanted
 
 
 def _listed_group(client: LeptonClient, wanted: str | None) -> str | None:
@@ -332,14 +329,22 @@ def _listed_group(client: LeptonClient, wanted: str | None) -> str | None:
     if not wanted:
         return None
     groups = client.node_groups()
-    for group in groups:
-        if wanted in (group.metadata.id, group.metadata.name):
-            return group.metadata.id
+    found = _match_group(groups, wanted)
+    if found:
+        return found
     known = ", ".join(f"{g.metadata.id} ({g.metadata.name})" for g in groups) or "none"
     raise UsageError(
         f"node group '{wanted}' is not in this workspace (its node groups: {known})"
         " — pass one of them, by id or name, to --node-group"
     )
+
+
+def _match_group(groups: list[wire.NodeGroup], wanted: str) -> str | None:
+    """The id of the group whose id or name is `wanted`."""
+    for group in groups:
+        if wanted in (group.metadata.id, group.metadata.name):
+            return group.metadata.id
+    return None
 
 
 def _node_groups_by_node(client: LeptonClient) -> dict[str, str]:

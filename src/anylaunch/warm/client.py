@@ -19,10 +19,6 @@ import sys
 
 from anylaunch.warm import wire
 
-# Before the worker has said it started: a server that does not answer this fast is busy
-# or stopped, and the command runs here instead.
-HANDSHAKE_S = 5.0
-
 
 def main() -> None:
     args = sys.argv[1:]
@@ -61,8 +57,7 @@ def _refuse(message: str, args: list[str]) -> None:
 
     from anylaunch.errors import UsageError
 
-    ours = args[: args.index("--")] if "--" in args else args
-    if "--json" in ours:
+    if "--json" in wire.ours(args):
         print(json.dumps(UsageError(message).to_json(), indent=2))
     else:
         print(f"anylaunch: error: {message}", file=sys.stderr)
@@ -79,7 +74,7 @@ def _ask(path: str, identity: str) -> tuple[int | None, bool]:
     """The command's exit status from a warm server, or None and whether to start one."""
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        conn.settimeout(HANDSHAKE_S)
+        conn.settimeout(wire.HANDSHAKE_S)
         try:
             conn.connect(path)
         except OSError:

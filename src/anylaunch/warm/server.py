@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anylaunch
-from anylaunch.warm import client, wire
+from anylaunch.warm import wire
 
 TICK_S = 5.0
 LOG_BYTES = 1 << 20  # a line per dry-run; the log starts again past this
@@ -215,7 +215,7 @@ def _fork(conn: socket.socket, listener: socket.socket, loaded: Loaded) -> None:
 
 
 def _work(conn: socket.socket, loaded: Loaded) -> None:
-    conn.settimeout(client.HANDSHAKE_S)
+    conn.settimeout(wire.HANDSHAKE_S)
     head, fds, _flags, _addr = socket.recv_fds(conn, len(wire.HELLO) + 4, 3)
     try:
         if head[: len(wire.HELLO)] != wire.HELLO or len(fds) != 3:

@@ -45,17 +45,21 @@ INTERPRETER_ENV = (
 # files, and its own idle time. Tokens and keys never reach the server's environment.
 SERVER_ENV = (*INTERPRETER_ENV, "PATH", "HOME", "TMPDIR", "VIRTUAL_ENV", "XDG_RUNTIME_DIR", IDLE)
 
-# Replies of a server's worker, one byte each (the pid and the exit status follow as
-# 4-byte integers): P started (send G to go), S stale code, K not for this server,
-# X the command ended.
-HELLO = b"ALW1"
 # Left by a server that could not start: clients do not start another for a while.
 FAILED = ".failed"
 RETRY_FAILED_S = 600.0
 # A socket's path has room for 107 bytes; the server's own file names take up to 40.
 MAX_FOLDER = 107 - 40
+
+# The request starts with HELLO and its length. Replies of a server's worker, one byte
+# each (the pid and the exit status follow as 4-byte integers): P started (send G to go),
+# S stale code, K not for this server, X the command ended.
+HELLO = b"ALW1"
 GO = b"G"
 STARTED, STALE, NOT_MINE, EXITED = b"P", b"S", b"K", b"X"
+# Until the worker has said it started: a server that does not answer this fast is busy
+# or stopped, and the command runs in its own process instead.
+HANDSHAKE_S = 5.0
 
 
 class WarmSwitchError(ValueError):
@@ -83,10 +87,13 @@ def eligible(args: list[str]) -> bool:
     """A command a warm server may run: `run ... --dry-run`, which prints a plan and starts
     nothing. Words after `--` are the job's own command, never ours. The server checks
     again with the real parser before it runs anything."""
-    if not args or args[0] != "run":
-        return False
-    ours = args[: args.index("--")] if "--" in args else args
-    return "--dry-run" in ours
+    return bool(args) and args[0] == "run" and "--dry-run" in ours(args)
+
+
+def ours(args: list[str]) -> list[str]:
+    """The arguments anylaunch reads: those before `--`, after which the job's own
+    command begins."""
+    return args[: args.index("--")] if "--" in args else args
 
 
 def directory(environ: Mapping[str, str]) -> str | None:
