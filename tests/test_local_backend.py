@@ -280,3 +280,40 @@ def test_a_submitter_running_threads_starts_a_job_that_runs_to_its_end(home, tmp
     assert job.wait(timeout=120) is State.SUCCEEDED
     assert sorted(job.logs().splitlines()) == ["[node 0] node 0", "[node 1] node 1"]
     assert Store(home).get(job.id).exit_code == 0
+
+
+def test_a_node_whose_exit_status_is_lost_ends_the_job_unknown_never_succeeded(cli, home):
+    """The supervisor adopts a node it cannot wait for (not its child: its status is
+    somebody else's to collect). It does not guess: the job ends UNKNOWN with the reason,
+    and `run`'s exit status would not be 0."""
+    import json
+    import os
+    import subprocess
+
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord, Store
+
+    store = Store()
+    job_dir = store.jobs_dir("lost0001")
+    (job_dir / "logs").mkdir(parents=True)
+    node = {"node_rank": 0, "argv": ["false"], "env": {}, "log": str(job_dir / "logs/node-0.log")}
+    plan = {"job_id": "lost0001", "payload": {"workdir": str(job_dir), "nodes": [node]}}
+    (job_dir / "plan.json").write_text(json.dumps(plan))
+    store.add(
+        JobRecord(
+            id="lost0001", name="lost", backend="local", state=State.PENDING, job_dir=str(job_dir)
+        )
+    )
+    not_its_child = os.getpid()
+    supervisor = subprocess.run(
+        [sys.executable, "-m", "anylaunch.backends.local.supervisor", str(job_dir)],
+        env={**os.environ, "ANYLAUNCH_SUPERVISOR_NODES": str(not_its_child)},
+        timeout=60,
+        check=False,
+    )
+    assert supervisor.returncode == 1
+    result = json.loads((job_dir / "result.json").read_text())
+    assert (result["state"], result["exit_code"]) == ("UNKNOWN", None)
+    status = cli("status", "lost0001", "--json").json()
+    assert (status["state"], status["exit_code"]) == ("UNKNOWN", None)
+    assert "node 0's exit status was taken by another process" in status["detail"]

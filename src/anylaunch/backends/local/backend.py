@@ -132,20 +132,13 @@ class LocalBackend(Backend):
     def _observe(self, job: JobRecord) -> Observation:
         result = _read_result(Path(job.job_dir))
         if result is not None:
-            return Observation(
-                State(result["state"]), result.get("exit_code"), result.get("detail")
-            )
+            return result
         if _supervisor_runs(job):
             return Observation(job.state)  # the supervisor records its own progress
         if job.native_id is None:
             return Observation(State.UNKNOWN)
         # Gone without a result: read again, the supervisor may have just finished.
-        result = _read_result(Path(job.job_dir))
-        if result is not None:
-            return Observation(
-                State(result["state"]), result.get("exit_code"), result.get("detail")
-            )
-        return _orphaned(job)
+        return _read_result(Path(job.job_dir)) or _orphaned(job)
 
     def reconcile(self, jobs: Sequence[JobRecord]) -> Found:
         """Which of these jobs, recorded without a native id, were started anyway.
@@ -264,14 +257,20 @@ def _orphaned(job: JobRecord) -> Observation:
     )
 
 
-def _read_result(job_dir: Path) -> dict[str, Any] | None:
+def _read_result(job_dir: Path) -> Observation | None:
+    """The end the supervisor wrote, if it did. UNKNOWN there is for good: the
+    supervisor could not tell how a node ended, and nobody later can."""
     # The job can write its folder: a FIFO or a link there must not hang or mislead `ps`.
     from anylaunch.leftovers import read_inside
 
     try:
-        return json.loads(read_inside(str(job_dir), RESULT_FILE, limit=1 << 20))
-    except (OSError, ValueError):
+        result = json.loads(read_inside(str(job_dir), RESULT_FILE, limit=1 << 20))
+        state = State(result["state"])
+    except (OSError, ValueError, KeyError, TypeError):
         return None
+    return Observation(
+        state, result.get("exit_code"), result.get("detail"), final=state is State.UNKNOWN
+    )
 
 
 def _supervisor_runs(job: JobRecord) -> bool:

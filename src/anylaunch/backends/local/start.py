@@ -95,16 +95,21 @@ def _child(job_dir: Path, payload: Mapping[str, Any], env: Mapping[str, str]) ->
         _redirect(job_dir / LOG_FILE)
         os.chdir(payload["workdir"])
         supervisor.become_subreaper()
-        started: list[int] = []
+        # Each node's Popen is held until the exec. A Popen dropped sooner reaps its
+        # process if it already ended (`Popen.__del__`, and `subprocess._cleanup` at the
+        # next start), and after the exec nobody would hold that exit status: only the
+        # supervisor may reap a node.
+        started: list[subprocess.Popen[bytes]] = []
         if not payload.get("stage_in"):  # with staging, the supervisor starts them after it
             for node in payload["nodes"]:
                 try:
-                    started.append(supervisor.start_node(node, payload["workdir"], env).pid)
+                    started.append(supervisor.start_node(node, payload["workdir"], env))
                 except OSError:
                     break  # the supervisor tries this node again and records why it fails
+        pids = ",".join(str(proc.pid) for proc in started)
         argv = [sys.executable, "-m", supervisor.ENTRY, str(job_dir)]
         os.closerange(3, _max_fd())  # the submitter's files (its store) stay behind
-        os.execve(argv[0], argv, {**env, supervisor.STARTED_ENV: ",".join(map(str, started))})
+        os.execve(argv[0], argv, {**env, supervisor.STARTED_ENV: pids})
     except BaseException:
         # Nodes already started get SIGTERM as this process ends (their parent-death
         # signal); the job, without a result, is then reported as such by the next poll.

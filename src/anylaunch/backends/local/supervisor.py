@@ -47,27 +47,39 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # that somehow missed its wake-up from lasting.
 _WAKE_BOUND_S = 2.0
 
+# What `_Node.poll` answers for a node that ended but whose status another process took:
+# not a real exit status (those lie in -64..255), so it can never read as success.
+LOST = -(1 << 16)
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
 class _Node:
     """One node's process: started here, or before the exec by the submitting process
-    (then only its pid is known, and it is waited for by pid)."""
+    (then only its pid is known, and it is waited for by pid).
+
+    This process is the only one that reaps a node, so its exit status is always there
+    to collect. Should it be gone all the same, the status is not guessed: the node is
+    `lost` and the job ends UNKNOWN.
+    """
 
     def __init__(self, pid: int, proc: subprocess.Popen[bytes] | None = None) -> None:
         self.pid = pid
         self._proc = proc
         self._code: int | None = None
+        self.lost = False
 
     def poll(self) -> int | None:
+        """The node's exit status once it ended (`LOST` when nobody can tell it)."""
         if self._proc is not None:
             return self._proc.poll()
         if self._code is None:
             try:
                 done, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere: its status is lost
-                self._code = 0
+            except ChildProcessError:
+                self.lost = True
+                self._code = LOST
                 return self._code
             if done:
                 self._code = os.waitstatus_to_exitcode(status)
@@ -163,7 +175,7 @@ def main(job_dir: Path) -> int:
             return _finish(job_dir, store, job_id, State.CANCELLED, None, "cancelled")
         if first_failure is None:
             for rank, ended in enumerate(codes):
-                if ended is not None and ended != 0:
+                if ended is not None and ended != 0 and not nodes[rank].lost:
                     first_failure, failed_at = (rank, ended), time.monotonic()
                     break
         if all(code is not None for code in codes):
@@ -175,6 +187,17 @@ def main(job_dir: Path) -> int:
         wake.wait(None if first_failure is None else failed_at + grace - time.monotonic())
 
     _terminate_tree(grace)  # whatever a node left behind must not outlive the job
+    lost = [rank for rank, n in enumerate(nodes) if n.lost]
+    if lost and first_failure is None:
+        return _finish(
+            job_dir,
+            store,
+            job_id,
+            State.UNKNOWN,
+            None,
+            f"node {lost[0]}'s exit status was taken by another process: how it ended is"
+            " not known — see its log",
+        )
     # Outputs go up after failures too: partial results and logs help diagnose them.
     staged_out = 0
     if payload.get("stage_out") and wake.stop is None:
@@ -305,7 +328,10 @@ def _finish(
     tmp = job_dir / "result.json.tmp"
     tmp.write_text(json.dumps(result))
     os.replace(tmp, job_dir / "result.json")
-    store.transition(job_id, state, exit_code=exit_code, detail=detail)
+    if state is State.UNKNOWN:
+        store.mark_unknown(job_id, detail or "outcome unknown", final=True)
+    else:
+        store.transition(job_id, state, exit_code=exit_code, detail=detail)
     return 0 if state is State.SUCCEEDED else 1
 
 
