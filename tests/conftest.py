@@ -15,10 +15,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Every command the suite runs starts cold, in its own process, as it does in CI: no warm
-# server is left behind by a test. tests/test_warm.py turns warm start on for its own.
-os.environ.setdefault("ANYLAUNCH_WARM", "0")
-
 
 @dataclass
 class Result:

@@ -23,38 +23,21 @@ def test_help_imports_no_heavy_module():
     assert out.strip().splitlines()[-1] == "[]"
 
 
-def test_dry_run_builds_only_its_backend_section_and_skips_the_plugin_scan(tmp_path):
+def test_dry_run_builds_only_its_backend_section(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text("command: python train.py\nnodes: 2\nslurm: {partition: gpu}\n")
     probe = (
         f"import sys; sys.argv = ['anylaunch', 'run', {str(job)!r}, '--dry-run']\n"
         "from anylaunch.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('anylaunch.', 'importlib.metadata'))"
-        " and m.endswith(('.config', 'metadata'))))"
+        "print(sorted(m for m in sys.modules if m.startswith('anylaunch.backends.')"
+        " and m.endswith('.config')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert "#SBATCH" in out  # the plan was rendered
-    # importlib.metadata is what pydantic's plugin scan imports.
-    assert out.strip().splitlines()[-1] == str(
-        ["anylaunch.backends.slurm.config", "anylaunch.config"]
-    )
-
-
-def test_the_python_api_keeps_pydantic_plugin_lookup():
-    probe = (
-        "import anylaunch\n"
-        "anylaunch.load  # builds the job file models\n"
-        "from anylaunch.config import from_text\n"
-        "from_text('command: x\\n')\n"
-        "import sys; print('importlib.metadata' in sys.modules)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "True"
+    assert out.strip().splitlines()[-1] == str(["anylaunch.backends.slurm.config"])
 
 
 @pytest.mark.parametrize(

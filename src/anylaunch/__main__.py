@@ -1,3 +1,3 @@
-from anylaunch.warm.client import main
+from anylaunch.cli import main
 
 main()

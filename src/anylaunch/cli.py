@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from anylaunch.errors import EXIT_USAGE, AnylaunchError
+from anylaunch.state import State
 
 if TYPE_CHECKING:
     from anylaunch.contract.inputs import NodeGroupArgs
@@ -101,11 +102,7 @@ def run(
 
     given = {"file": file, "backend": backend, "overrides": list(overrides), "command": command}
     if dry_run:
-        from anylaunch.contract.quick import plain_job_file
-
         sets, words = list(overrides), list(command)
-        if not plain_job_file(file, backend, sets, words):
-            _check_with_model("DryRunArgs", given)
         if as_json:
             _emit_json(ops.dry_run_file(file, backend, sets, words))
         else:
@@ -312,8 +309,14 @@ def _wait(job: Any, *, stream: bool) -> Any:
 
 @cli.command()
 @click.option("--all", "-a", "show_all", is_flag=True, help="Every job, not only the newest 50.")
-@click.option("--limit", "-n", type=int, default=50, show_default=True)
-@click.option("--state", "states", multiple=True, help="Only jobs in this state (repeatable).")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice([s.value for s in State], case_sensitive=False),
+    help="Only jobs in this state (repeatable).",
+)
 @click.option("--backend", "-b", help="Only jobs of this backend.")
 @_JSON
 @_handles_errors
@@ -322,40 +325,16 @@ def ps(
 ) -> None:
     """List jobs, newest first."""
     from anylaunch import api, ops
-    from anylaunch.contract.quick import plain_ps
 
-    wanted = [_state(s).value for s in states]
+    wanted = [s.upper() for s in states]
     count = None if show_all else limit
-    if not plain_ps(count, wanted, backend):
-        _check_with_model("PsArgs", {"limit": count, "states": wanted, "backend": backend})
     if as_json:
         _emit_json(ops.job_list(count, wanted, backend))
         return
-    records = api.jobs(limit=count, states=[_state(s) for s in wanted], backend=backend)
+    records = api.jobs(limit=count, states=[State(s) for s in wanted], backend=backend)
     from anylaunch.tables import jobs_table
 
     jobs_table(records)
-
-
-def _check_with_model(model: str, data: dict[str, Any]) -> None:
-    """Arguments `contract.quick` did not pass plainly go to the command's model, which
-    refuses them with its own message (or accepts them). The quick checks spare `ps` and
-    `status` importing pydantic, most of what they would cost otherwise."""
-    from anylaunch import ops
-    from anylaunch.contract import inputs
-
-    ops.parse(getattr(inputs, model), data)
-
-
-def _state(text: str) -> Any:
-    from anylaunch.errors import UsageError
-    from anylaunch.state import State
-
-    try:
-        return State(text.upper())
-    except ValueError:
-        known = ", ".join(s.value for s in State)
-        raise UsageError(f"unknown state '{text}' — use one of: {known}") from None
 
 
 @cli.command()
@@ -366,7 +345,6 @@ def status(job_id: str, as_json: bool) -> None:
     """Show a job's state, exit code and state history — or a run's splits, or a
     workflow's steps (resuming a workflow whose controller died)."""
     from anylaunch import ops
-    from anylaunch.contract.quick import plain_id
     from anylaunch.workflow.detect import is_workflow_id
 
     if is_workflow_id(job_id):  # the workflow engine is imported only for a workflow
@@ -375,8 +353,6 @@ def status(job_id: str, as_json: bool) -> None:
         _show_workflow(wf.status(job_id), as_json)
         return
 
-    if not plain_id(job_id):
-        _check_with_model("RunOrJobRef", {"id": job_id})
     summary = ops.job_status(job_id)
     if as_json:
         _emit_json(summary)
@@ -393,7 +369,7 @@ def status(job_id: str, as_json: bool) -> None:
     from anylaunch.tables import job_detail
 
     stale = None
-    if not _state(summary["state"]).terminal:
+    if not State(summary["state"]).terminal:
         from anylaunch.reach import note
         from anylaunch.store import Store
 
@@ -707,29 +683,8 @@ def volumes(args: NodeGroupArgs) -> tuple[list[dict[str, Any]], Iterable[str]]:
     )
 
 
-def _without_pydantic_plugins() -> None:
-    """The CLI's own models run without pydantic plugins, and skip the search for them.
-
-    pydantic looks for plugins when it builds a model's validator, through a module that
-    imports importlib.metadata (~10-25 ms) and then scans every installed distribution's
-    entry points. No plugin has anything to do with the CLI's job-file and argument
-    models. PYDANTIC_DISABLE_PLUGINS would not avoid the import, and set in this process's
-    environment it would reach every job started from here, turning off the plugins of
-    the user's own program; so this process alone gets a loader that finds none. The
-    Python API (`import anylaunch`) leaves pydantic as the caller has it.
-    """
-    name = "pydantic.plugin._loader"
-    if name not in sys.modules:
-        import types
-
-        loader = types.ModuleType(name, "anylaunch CLI: no pydantic plugins in this process")
-        loader.__dict__["get_plugins"] = lambda: ()
-        sys.modules[name] = loader
-
-
 def main() -> None:
     """Entry point: usage errors exit 2, as the contract says, also with --json."""
-    _without_pydantic_plugins()
     try:
         cli.main(standalone_mode=False)
     except click.UsageError as exc:

@@ -33,19 +33,12 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from anylaunch import runtime
-from anylaunch.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from anylaunch.spec import JobSpec
 
 RESUME_ENV = "ANYLAUNCH_RESUME_FROM"
 CHECKPOINT_ENV = "ANYLAUNCH_CHECKPOINT_DIR"
-
-
-# PLACEHOLDER stands for `restore_from.path` in a rendered recipe until the job knows
-# the checkpoint. It lives in the in-job runtime, a large module that every plan would
-# otherwise import at start-up only for this string.
-__getattr__ = lazy_exports(__name__, {"PLACEHOLDER": "anylaunch.runtime.anylaunch_job"})
 
 
 def checkpoint_dir(spec: JobSpec) -> str | None:

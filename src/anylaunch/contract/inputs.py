@@ -12,12 +12,12 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from anylaunch.backends.known import BackendName as Backend
-from anylaunch.contract.quick import MAX_ID
 
 StateName = Literal[
     "PENDING", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT",
     "PREEMPTED", "UNKNOWN",
 ]  # fmt: skip
+MAX_ID = 64  # the longest job, run or workflow id an argument may carry
 JobId = Annotated[
     str, Field(min_length=1, max_length=MAX_ID, description="a job id (or a unique prefix)")
 ]
