@@ -23,10 +23,12 @@ from typing import Any
 
 import httpx
 
-from anylaunch import api, config, splits
+from anylaunch import api
 from anylaunch.backends.lepton.backend import SELECTOR_IDS
 from anylaunch.backends.lepton.plan import LABEL_JOB_ID
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile import loader
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.launch import splits
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
 from bench.common import Row, bench_record, failed, interleaved, median_ms, ms
@@ -96,7 +98,7 @@ def _workspace() -> Iterator[tuple[JobSpec, Store, httpx.Client]]:
             timeout=30,
         )
         try:
-            yield config.from_text(JOB, file=str(home / "job.yaml")), store, http
+            yield loader.from_text(JOB, file=str(home / "job.yaml")), store, http
         finally:
             http.close()
             store.close()
@@ -247,7 +249,7 @@ def workspace_sizes(sizes: tuple[int, ...] = WORKSPACES, rounds: int = 3) -> lis
             os.environ.update(emu.env())
             os.environ.pop("NGC_KEY", None)
             store = Store(home / "store")
-            spec = config.from_text(JOB, file=str(home / "job.yaml"))
+            spec = loader.from_text(JOB, file=str(home / "job.yaml"))
             body = api.dry_run(spec, "lepton", store=store).payload
             world = emu.world
             # Every job here is finished: the loop that advances live jobs has nothing to

@@ -16,9 +16,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from anylaunch import api, config, splits
+from anylaunch import api
 from anylaunch.backends.base import ArraySubmission, get_backend
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile import loader
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.launch import splits
 from anylaunch.store import Store, new_id
 from bench.common import Row, failed, interleaved, median_ms, ms, skipped
 
@@ -58,7 +60,7 @@ def _rows(home: Path, rounds: int) -> list[Row]:
             )
             continue
         try:
-            spec = config.from_text(text, file=str(home / f"{backend}.yaml"))
+            spec = loader.from_text(text, file=str(home / f"{backend}.yaml"))
             one = interleaved(
                 {"one": lambda s=spec, b=backend: api.dry_run(s, b, store=store)}, rounds
             )

@@ -20,8 +20,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from anylaunch import api, config, splits
+from anylaunch import api
 from anylaunch.backends.slurm import commands, parse
+from anylaunch.jobfile import loader
+from anylaunch.launch import splits
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 from bench.common import (
@@ -51,7 +53,7 @@ def run(rounds: int = 3) -> list[Row]:
         ]
     home = Path(tempfile.mkdtemp(prefix="bench-slurm-"))
     store = Store(home)
-    spec = config.from_text(JOB, file=str(home / "job.yaml"))
+    spec = loader.from_text(JOB, file=str(home / "job.yaml"))
     natives: list[str] = []  # every Slurm job submitted here, cancelled at the end
     rows: list[Row] = []
     try:

@@ -22,9 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from anylaunch import api, config, splits
+from anylaunch import api
 from anylaunch.backends.base import get_backend
 from anylaunch.backends.slurm import commands
+from anylaunch.jobfile import loader
+from anylaunch.launch import splits
 from anylaunch.state import State
 from anylaunch.store import Store, new_id
 from bench.common import Row, bench_record, failed, median_ms, ms
@@ -62,7 +64,7 @@ def run(rounds: int = 3, sizes: tuple[int, ...] = SIZES) -> list[Row]:
 
 def _at(home: Path, size: int, answer: Path, rounds: int) -> Row:
     store = Store(home / f"store-{size}")
-    spec = config.from_text(JOB.format(n=size), file=str(home / "job.yaml"))
+    spec = loader.from_text(JOB.format(n=size), file=str(home / "job.yaml"))
     impl = get_backend("slurm")
     ids = [new_id() for _ in range(size)]
 

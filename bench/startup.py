@@ -76,7 +76,10 @@ def run(rounds: int = 15, jobs: int = 100_000) -> list[Row]:
             # The floor of any command that reads a job file: pydantic itself, then with
             # the job file's models (JobSpec).
             "import pydantic": ([python, "-c", "import pydantic.main"], env),
-            "import pydantic + job file models": ([python, "-c", "import anylaunch.spec"], env),
+            "import pydantic + job file models": (
+                [python, "-c", "import anylaunch.jobfile.spec"],
+                env,
+            ),
             "anylaunch --help": ([*base, "--help"], env),
             f"anylaunch ps ({jobs:,} jobs)": ([*base, "ps"], env),
         }

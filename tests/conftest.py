@@ -66,7 +66,7 @@ def check_json_output(args: tuple[str, ...], result: Result) -> None:
         raise AssertionError(
             f"`anylaunch {' '.join(args)}` printed JSON that breaks docs/schemas/{name}.json:"
             f" {exc.message} at {list(exc.absolute_path)} (if the change is meant, update"
-            " src/anylaunch/contract/outputs.py and run python -m anylaunch.contract.schemas)"
+            " src/anylaunch/contract/outputs.py and run python -m anylaunch.cli.schemas)"
         ) from None
 
 
@@ -144,7 +144,7 @@ def pytest_collection_modifyitems(items):
 def pytest_terminal_summary(terminalreporter):
     """The diagnosis corpus' accuracy as one line, when its tests ran."""
     if _corpus_ran:
-        from anylaunch.diagnose import score
+        from anylaunch.observe.diagnose import score
 
         cases = score.load(_DIAGNOSIS_CORPUS / "corpus")
         terminalreporter.write_line(score.score(cases).line())

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from anylaunch import config
 from anylaunch.errors import ConfigError
+from anylaunch.jobfile import loader
 
 
 def load(path, env=None, overrides=()):
-    return config.load(path, environ=env or {}, overrides_=overrides)
+    return loader.load(path, environ=env or {}, overrides_=overrides)
 
 
 def error_of(path, env=None, overrides=()) -> str:
@@ -126,16 +126,16 @@ def test_set_without_equals(write):
 
 def test_routing(write):
     none = load(write("command: a\n", "a.yaml"))
-    assert config.route(none) == "local"
+    assert loader.route(none) == "local"
     one = load(write("command: a\nslurm: {nodes: 1}\n", "b.yaml"))
-    assert config.route(one) == "slurm"
-    assert config.route(one, "local") == "local"
+    assert loader.route(one) == "slurm"
+    assert loader.route(one, "local") == "local"
     two = load(write("command: a\nslurm: {}\nlepton: {}\n", "c.yaml"))
     with pytest.raises(ConfigError, match="several backends"):
-        config.route(two)
-    assert config.route(two, "lepton") == "lepton"
+        loader.route(two)
+    assert loader.route(two, "lepton") == "lepton"
     with pytest.raises(ConfigError, match=r"unknown backend 'slrum'.*did you mean 'slurm'"):
-        config.route(two, "slrum")
+        loader.route(two, "slrum")
 
 
 def test_sizes_in_two_places_that_disagree(write):
@@ -201,7 +201,7 @@ def test_recipe_keys_pass_through_and_secrets_stay_references(write):
 
 
 def test_top_level_lookalike_of_a_launcher_key_is_a_preflight_warning(write):
-    from anylaunch import preflight
+    from anylaunch.launch import preflight
 
     spec = load(write("command: python t.py\noutput: {path: out.png}\n"))
     assert spec.recipe["output"] == {"path": "out.png"}  # a valid recipe key: kept

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anylaunch import config
 from anylaunch.errors import ConfigError
+from anylaunch.jobfile import loader
 
 KEYS = [
     "name",
@@ -51,7 +51,7 @@ overrides = st.builds(
 
 def _check(text: str, overrides: list[str]) -> None:
     try:
-        config.from_text(text, file="fuzz.yaml", environ={"A": "1"}, overrides_=overrides)
+        loader.from_text(text, file="fuzz.yaml", environ={"A": "1"}, overrides_=overrides)
     except ConfigError as exc:
         assert "\n" not in exc.message and exc.message
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from anylaunch.diagnose import diagnose_text
+from anylaunch.observe.diagnose import diagnose_text
 
 # Real messages, as printed by PyTorch, NCCL, torchrun, Slurm, Pyxis/Enroot, Kubernetes,
 # the Linux kernel and cloud APIs (collected from public issues and forums).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from anylaunch import pending
+from anylaunch.observe import pending
 
 
 def test_slurm_reasons_become_plain_words():

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from anylaunch import config, splits, submission
 from anylaunch.backends.base import get_backend
+from anylaunch.jobfile import loader
+from anylaunch.launch import pipeline, splits
 from anylaunch.store import Store
 
 JOB = """\
@@ -26,13 +27,13 @@ slurm: {partition: gpu}
 def _alone(spec, split_id: int, attempt: int):
     """One split's spec rendered the long way: its own copy, its attempt in its env."""
     one = splits.with_split(spec, split_id)
-    env = {**one.env, submission.ATTEMPT_ENV: str(attempt)}
+    env = {**one.env, pipeline.ATTEMPT_ENV: str(attempt)}
     return one.model_copy(update={"env": env})
 
 
 @pytest.mark.parametrize("recorded", [False, True])
 def test_each_local_split_stores_the_spec_and_plan_it_would_have_alone(tmp_path, recorded):
-    spec = config.from_text(JOB, file=str(tmp_path / "job.yaml"))
+    spec = loader.from_text(JOB, file=str(tmp_path / "job.yaml"))
     store = Store(tmp_path / "home")
     impl = get_backend("local")
     jobs = [(0, "job-a"), (2, "job-c")]
@@ -50,7 +51,7 @@ def test_each_local_split_stores_the_spec_and_plan_it_would_have_alone(tmp_path,
 
 
 def test_an_arrays_splits_store_their_own_spec_and_the_one_array_plan(tmp_path):
-    spec = config.from_text(JOB, file=str(tmp_path / "job.yaml"))
+    spec = loader.from_text(JOB, file=str(tmp_path / "job.yaml"))
     store = Store(tmp_path / "home")
     impl = get_backend("slurm")
     jobs = [(0, "job-a"), (1, "job-b"), (2, "job-c")]
@@ -72,7 +73,7 @@ def test_an_arrays_splits_store_their_own_spec_and_the_one_array_plan(tmp_path):
 
 
 def test_an_arrays_stored_plans_do_not_grow_with_the_number_of_splits(tmp_path):
-    spec = config.from_text(JOB, file=str(tmp_path / "job.yaml"))
+    spec = loader.from_text(JOB, file=str(tmp_path / "job.yaml"))
     store = Store(tmp_path / "home")
     impl = get_backend("slurm")
 

@@ -21,14 +21,14 @@ _HOMES = {
     "jobs": "anylaunch.api",
     "load": "anylaunch.api",
     "submit": "anylaunch.api",
-    "JobSpec": "anylaunch.spec",
+    "JobSpec": "anylaunch.jobfile.spec",
     "State": "anylaunch.state",
 }
 __all__ = ["Job", "JobSpec", "State", "dry_run", "get", "jobs", "load", "submit"]
 
 if TYPE_CHECKING:
     from anylaunch.api import Job, dry_run, get, jobs, load, submit
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
     from anylaunch.state import State
 
 

@@ -12,18 +12,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from anylaunch import pending, reach
 from anylaunch.backends.base import Backend, LogSource, Observation, get_backend
 from anylaunch.errors import AnylaunchError, UsageError
-from anylaunch.reach import Unreachable
+from anylaunch.observe import pending, reachability
+from anylaunch.observe.reachability import Unreachable
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, Update, busy_elsewhere, new_id
 
 if TYPE_CHECKING:
-    from anylaunch.diagnose import Diagnosis
-    from anylaunch.plan import Plan
-    from anylaunch.preflight import Check
-    from anylaunch.spec import JobSpec
+    from anylaunch.backends.plan import Plan
+    from anylaunch.jobfile.spec import JobSpec
+    from anylaunch.launch.preflight import Check
+    from anylaunch.observe.diagnose import Diagnosis
 
 
 def load(
@@ -33,9 +33,9 @@ def load(
     command: Sequence[str] | None = None,
 ) -> JobSpec:
     """Read and validate a job file; `command` replaces the file's command (`run -- ...`)."""
-    from anylaunch import config  # pydantic: only for commands that read a job file
+    from anylaunch.jobfile import loader  # pydantic: only for commands that read a job file
 
-    spec = config.load(path, overrides_=overrides)
+    spec = loader.load(path, overrides_=overrides)
     if command:
         spec = spec.model_copy(update={"command": list(command)})
     return spec
@@ -43,10 +43,10 @@ def load(
 
 def dry_run(spec: JobSpec, backend: str | None = None, *, store: Store | None = None) -> Plan:
     """Render what `submit` would send, with no side effects on any backend."""
-    from anylaunch import config
+    from anylaunch.jobfile import loader
 
     store = store or Store()
-    name = config.route(spec, backend)
+    name = loader.route(spec, backend)
     spec = with_storage_env(spec)
     impl = get_backend(name)
     job_id = new_id()
@@ -72,18 +72,19 @@ def submit(
     """
     # The submission pipeline is imported by the calls that send: `ps`, `status` and a
     # dry-run import this module too.
-    from anylaunch import config, submission
+    from anylaunch.jobfile import loader
+    from anylaunch.launch import pipeline
 
     store = store or Store()
     built = backend if isinstance(backend, Backend) else None
-    name = config.route(spec, backend.name if isinstance(backend, Backend) else backend)
+    name = loader.route(spec, backend.name if isinstance(backend, Backend) else backend)
     spec = with_storage_env(spec)
     if check:
-        submission.check(spec, name)
+        pipeline.check(spec, name)
     jobs = [(split_id, new_id())]
-    batch = submission.render(built or get_backend(name), spec, store, jobs, run_id=run_id)
+    batch = pipeline.render(built or get_backend(name), spec, store, jobs, run_id=run_id)
     record = store.add(batch.records[0])
-    submission.send(batch, store)
+    pipeline.send(batch, store)
     return Job(record, store, built)
 
 
@@ -133,10 +134,10 @@ def reconcile(
                 updates.append(unsent_update(record))
     store.apply(updates)
     if adopted:
-        from anylaunch import submission
+        from anylaunch.launch import pipeline
 
         for record in adopted:
-            submission.honour_cancel(impl, record.id, store)
+            pipeline.honour_cancel(impl, record.id, store)
     return unsent
 
 
@@ -150,9 +151,10 @@ def _adopted(record: JobRecord, native_id: str, meta: dict[str, Any]) -> Update:
 
 def checks(spec: JobSpec, backend: str | None = None, *, deep: bool = False) -> list[Check]:
     """Preflight: every check for this job, ok / warn / fail with a fix (nothing submitted)."""
-    from anylaunch import config, preflight
+    from anylaunch.jobfile import loader
+    from anylaunch.launch import preflight
 
-    return preflight.run(with_storage_env(spec), config.route(spec, backend), deep=deep)
+    return preflight.run(with_storage_env(spec), loader.route(spec, backend), deep=deep)
 
 
 def with_storage_env(spec: JobSpec) -> JobSpec:
@@ -190,7 +192,7 @@ def refresh(
         ]
         # While the controller is known not to answer, looking for orphans would only wait
         # for it once more: they are looked for after a poll that got an answer.
-        if orphans and reach.note(store.root, backend) is None:
+        if orphans and reachability.note(store.root, backend) is None:
             reconcile(impl, orphans, store, _never_submitted)
             for job in orphans:  # adopted (a native id now) or settled: poll what is stored
                 vars(job).update(vars(store.get(job.id)))
@@ -210,12 +212,12 @@ def _poll_and_apply(
         observed = impl.poll(jobs)
     except Unreachable as exc:
         observed = exc.observed
-        note = reach.down(store.root, backend, exc.message)
+        note = reachability.down(store.root, backend, exc.message)
         for job in jobs:
             if job.id not in observed:
                 job.stale = note
     else:
-        reach.up(store.root, backend)
+        reachability.up(store.root, backend)
     now = time.time()
     stored = store.apply(
         [_update(job, observed[job.id], now) for job in jobs if job.id in observed]
@@ -335,21 +337,21 @@ class Job:
         self, record: JobRecord, node: int | None, tail: int | None
     ) -> list[tuple[int, list[str]]]:
         """(node, masked lines) of each node's whole log, or of the one `node`."""
-        from anylaunch import logread
+        from anylaunch.observe import logfile
 
         secrets = self.secrets()
         out = []
         for source in log_sources(record, node):
-            lines = logread.read(source, record.job_dir).lines
+            lines = logfile.read(source, record.job_dir).lines
             if tail is not None:
                 lines = lines[-tail:] if tail > 0 else []
-            out.append((source.node, logread.masked(lines, secrets)))
+            out.append((source.node, logfile.masked(lines, secrets)))
         return out
 
     def secrets(self) -> set[str]:
         """Values to mask in what this job printed: the secrets its plan names and every
         secret-looking variable of this process's environment (where they came from)."""
-        from anylaunch.redact import secret_values
+        from anylaunch.jobfile.secrets import secret_values
 
         return secret_values(self.record.plan.get("secret_env", []))
 
@@ -374,8 +376,8 @@ class Job:
     def diagnose(self) -> Diagnosis:
         """Why the job failed (or is failing): from its state, exit code, backend events
         and the logs of every node."""
-        from anylaunch.diagnose import diagnose_lines
-        from anylaunch.diagnose.lines import parse
+        from anylaunch.observe.diagnose import diagnose_lines
+        from anylaunch.observe.diagnose.lines import parse
 
         record = self._reload()
         lines = []

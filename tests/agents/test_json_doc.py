@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from anylaunch.contract import jsondoc
-from anylaunch.contract.schemas import COMMANDS, command_schema
+from anylaunch.cli import jsondoc
+from anylaunch.cli.schemas import COMMANDS, command_schema
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "json.md"
 
 
 def test_json_doc_is_current_with_the_output_models():
     assert DOC.read_text(encoding="utf-8") == jsondoc.render(), (
-        "docs/json.md is stale — run: python -m anylaunch.contract.jsondoc > docs/json.md"
+        "docs/json.md is stale — run: python -m anylaunch.cli.jsondoc > docs/json.md"
     )
 
 

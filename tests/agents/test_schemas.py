@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from anylaunch.cli.schemas import all_schemas, render
 from anylaunch.contract import inputs
-from anylaunch.contract.schemas import all_schemas, render
 from anylaunch.mcp.tools import BY_NAME, TOOLS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,10 +21,10 @@ def test_committed_schemas_match_the_output_models():
     committed = {
         str(p.relative_to(SCHEMAS)): p.read_text() for p in sorted(SCHEMAS.rglob("*.json"))
     }
-    assert sorted(committed) == sorted(expected), "run: python -m anylaunch.contract.schemas"
+    assert sorted(committed) == sorted(expected), "run: python -m anylaunch.cli.schemas"
     for name, document in expected.items():
         assert committed[name] == render(document), (
-            f"docs/schemas/{name} is stale — run: python -m anylaunch.contract.schemas"
+            f"docs/schemas/{name} is stale — run: python -m anylaunch.cli.schemas"
         )
 
 

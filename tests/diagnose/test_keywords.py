@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch.diagnose import keywords, rules, score
-from anylaunch.diagnose.lines import parse
+from anylaunch.observe.diagnose import keywords, rules, score
+from anylaunch.observe.diagnose.lines import parse
 
 CASES = score.load(Path(__file__).resolve().parent / "corpus")
 

@@ -14,7 +14,7 @@ from anylaunch.backends.lepton.rest.errors import (
     LeptonCredentialsMissing,
     LeptonUnavailable,
 )
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
 from anylaunch.store import Store
 
 

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from anylaunch import config
 from anylaunch.backends.lepton.names import job_name
 from anylaunch.errors import ConfigError
+from anylaunch.jobfile import loader
 from anylaunch.node import rendezvous
 from anylaunch.node.command import Torchrun
 from anylaunch.node.script import NodeScript, render
@@ -181,7 +181,7 @@ def test_job_names_follow_lepton_rules_and_stay_unique(name, job_id, attempt, ex
 def test_bad_lepton_sections_are_one_line_errors_with_file_and_line(write, yaml_text, message):
     path = write("image: x\ncommand: t\n" + yaml_text)
     with pytest.raises(ConfigError) as caught:
-        config.load(path)
+        loader.load(path)
     assert "\n" not in caught.value.message
     assert caught.value.message.startswith(f"{path}{message}"), caught.value.message
 

@@ -4,9 +4,10 @@ the rest of the workspace."""
 
 from __future__ import annotations
 
-from anylaunch import api, config
+from anylaunch import api
 from anylaunch.backends.lepton.backend import SELECTOR_IDS, LeptonBackend
 from anylaunch.backends.lepton.plan import LABEL_JOB_ID
+from anylaunch.jobfile import loader
 from anylaunch.lepton_emulator.faults import Fault
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
@@ -20,7 +21,7 @@ def _fill(emulator, home, others: int, tracked: int) -> tuple[Store, list[JobRec
     world = emulator.world
     world.add_faults([Fault(kind="stuck_queue", job="held-*")])
     store = Store(home)
-    spec = config.from_text(JOB, file=str(home / "job.yaml"))
+    spec = loader.from_text(JOB, file=str(home / "job.yaml"))
     body = api.dry_run(spec, "lepton", store=store).payload
     for i in range(others):
         labels = {LABEL_JOB_ID: new_id()}

@@ -23,8 +23,9 @@ from typing import Any
 
 import yaml
 
-from anylaunch import api, config
+from anylaunch import api
 from anylaunch.errors import AnylaunchError
+from anylaunch.jobfile import loader
 from anylaunch.store import Store
 
 # Values the check exports for the secrets recipes name; none may appear in a plan.
@@ -47,7 +48,7 @@ def check_text(name: str, text: str, home: Path, extra: str = "") -> Outcome:
         path = Path(tmp) / Path(name).name
         path.write_text(text + extra, encoding="utf-8")
         try:
-            spec = config.load(path, environ=SECRETS)
+            spec = loader.load(path, environ=SECRETS)
             spec = spec.model_copy(update={"command": list(COMMAND)})
             plan = api.dry_run(spec, "slurm", store=Store(home))
         except AnylaunchError as exc:
@@ -75,7 +76,7 @@ def check_text(name: str, text: str, home: Path, extra: str = "") -> Outcome:
 
 def program_view(data: dict[Any, Any]) -> dict[Any, Any]:
     """PyYAML's reading of a recipe, less the sections the launcher owns."""
-    own = config.launcher_keys() - config.SHARED_WITH_RECIPE
+    own = loader.launcher_keys() - loader.SHARED_WITH_RECIPE
     return {k: v for k, v in data.items() if k not in own}
 
 

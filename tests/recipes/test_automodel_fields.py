@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from anylaunch import api, config
+from anylaunch import api
 from anylaunch.backends.slurm import preflight as slurm_preflight
+from anylaunch.jobfile import loader
 from anylaunch.store import Store
 
 SECRETS = {"HF_TOKEN": "hf_fields_secret_1", "WANDB_API_KEY": "wandb_fields_secret_1"}
@@ -17,7 +18,7 @@ AUTOMODEL = "recipe: TrainFinetuneRecipeForNextTokenPrediction\n"
 def _load(tmp_path: Path, text: str):
     path = tmp_path / "recipe.yaml"
     path.write_text(text)
-    spec = config.load(path, environ=SECRETS)
+    spec = loader.load(path, environ=SECRETS)
     return spec.model_copy(update={"command": ["python", "train.py", "-c", "{config}"]})
 
 
@@ -106,14 +107,14 @@ def test_slurm_job_dir_holds_the_job_and_logs_read_it(cli, tmp_path, devstack, m
 def test_a_recipe_without_a_command_runs_the_module_it_names(tmp_path) -> None:
     path = tmp_path / "recipe.yaml"
     path.write_text(AUTOMODEL)
-    assert config.load(path, environ={}).command == [
+    assert loader.load(path, environ={}).command == [
         "python", "-m", "nemo_automodel.recipes.llm.train_ft", "-c", "{config}",
     ]  # fmt: skip
     path.write_text(
         "recipe:\n  _target_: nemo_automodel.recipes.vlm.finetune.FinetuneRecipeForVLM\n"
     )
-    assert config.load(path, environ={}).command[2] == "nemo_automodel.recipes.vlm.finetune"
+    assert loader.load(path, environ={}).command[2] == "nemo_automodel.recipes.vlm.finetune"
     path.write_text(AUTOMODEL + "command: python mine.py -c {config}\n")
-    assert config.load(path, environ={}).command == "python mine.py -c {config}"  # a shell line
+    assert loader.load(path, environ={}).command == "python mine.py -c {config}"  # a shell line
     path.write_text("recipe: SomeFutureRecipe\n")  # unknown short name: nothing guessed
-    assert config.load(path, environ={}).command == []
+    assert loader.load(path, environ={}).command == []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from automodel_check import SECRETS, check_text, main
 
-from anylaunch import automodel, config
+from anylaunch.jobfile import automodel, loader
 from automodel_docs import SLURM_BLOCK
 
 HERE = Path(__file__).parent
@@ -31,7 +31,7 @@ def test_recipe_loads_keeps_program_view_and_renders_bash(path: Path, tmp_path: 
         with_slurm = check_text(str(path.relative_to(HERE)), text, tmp_path, "\n" + SLURM_BLOCK)
         assert with_slurm.problem is None, with_slurm.problem
         # AutoModel's launcher defaults, for files that say they are AutoModel recipes.
-        if automodel.is_recipe(config.load(path, environ=SECRETS)):
+        if automodel.is_recipe(loader.load(path, environ=SECRETS)):
             assert "#SBATCH --exclusive" in with_slurm.script
             assert "export NCCL_NVLS_ENABLE=0" in with_slurm.script
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import yaml
 from automodel_template import render_script
 
-from anylaunch import api, config
+from anylaunch import api
+from anylaunch.jobfile import loader
 from anylaunch.store import Store
 from automodel_docs import SKYPILOT_BLOCK, SLURM_BLOCK, SPOT_RECIPE
 
@@ -106,7 +107,7 @@ def _automodel_sbatch(block: str, job_dir: str) -> str:
 def _ours(tmp_path: Path, block: str, recipe: str = RECIPE, backend: str = "slurm") -> dict:
     path = tmp_path / "recipe.yaml"
     path.write_text(recipe + block)
-    spec = config.load(path, environ=SECRETS).model_copy(update={"command": list(COMMAND)})
+    spec = loader.load(path, environ=SECRETS).model_copy(update={"command": list(COMMAND)})
     return api.dry_run(spec, backend, store=Store(tmp_path / "home")).model_dump(mode="json")
 
 

@@ -30,7 +30,7 @@ def _worker(k: int, home: str, errors: multiprocessing.Queue) -> None:
     it is recorded — maybe before its submit returned — and poll everything meanwhile."""
     os.environ["ANYLAUNCH_HOME"] = home
     from anylaunch import api
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
     try:
         store = Store()

@@ -29,7 +29,7 @@ from reliability_helpers import (
     wait_until,
 )
 
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import Store, new_id
 
@@ -186,8 +186,8 @@ def run_ids(home: Path) -> list[str]:
 def _recorded_and_sent_but_not_noted(spec: JobSpec, backend: str, store: Store, n: int):
     """The state a crash right after the submit call leaves: every split recorded, the
     backend holding the job(s), no native id written."""
-    from anylaunch import splits
     from anylaunch.backends.base import ArraySubmission, get_backend
+    from anylaunch.launch import splits
 
     impl = get_backend(backend)
     run_id = new_id()
@@ -204,8 +204,8 @@ def _recorded_and_sent_but_not_noted(spec: JobSpec, backend: str, store: Store, 
 def test_a_slurm_array_submitted_but_never_noted_is_found_by_its_comment_not_resubmitted(
     home: Path, devstack: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from anylaunch import splits
     from anylaunch.backends.slurm import commands
+    from anylaunch.launch import splits
 
     monkeypatch.setenv("SLURM_CONF", devstack["SLURM_CONF"])
     spec = JobSpec(command=["true"], launcher="none", slurm={}, splits=3)
@@ -224,7 +224,7 @@ def test_a_slurm_array_submitted_but_never_noted_is_found_by_its_comment_not_res
 def test_a_lepton_job_created_but_never_noted_is_found_by_its_name_not_created_again(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from anylaunch import splits
+    from anylaunch.launch import splits
     from anylaunch.lepton_emulator.server import Emulator
 
     spec = JobSpec(

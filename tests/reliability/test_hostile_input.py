@@ -2,8 +2,8 @@
 error — never a traceback — and shell metacharacters in names, commands, env values and
 paths reach the job literally, on the local backend and on Slurm.
 
-tests/test_config_fuzz.py covers text and structures through `config.from_text`; here:
-the override parser on its own, raw bytes through `config.load` (files are bytes),
+tests/test_config_fuzz.py covers text and structures through `loader.from_text`; here:
+the override parser on its own, raw bytes through `loader.load` (files are bytes),
 YAML's own weapons (alias bombs, deep nesting, tags), and the real CLI.
 """
 
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, wait_until
 
-from anylaunch import config, overrides
 from anylaunch.errors import ConfigError
+from anylaunch.jobfile import loader, overrides
 
 NASTY = (
     "$(touch PWNED) `touch PWNED` ;touch PWNED; | & > < * ? ~ ' \" \\ \n\t{x} %s %n $$ ${HOME} !!"
@@ -48,7 +48,7 @@ def test_any_override_text_parses_or_is_one_line_error(text: str) -> None:
 def test_any_bytes_in_a_job_file_load_or_are_one_line_error(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "job.yaml"
     path.write_bytes(data)
-    _one_line(lambda: config.load(path, environ={}))
+    _one_line(lambda: loader.load(path, environ={}))
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks
 
-from anylaunch import limits
+from anylaunch.jobfile import limits
 
 GENEROUS_S = 60  # not a speed claim: only "it ends", on a loaded machine
 
@@ -108,7 +108,7 @@ def test_command_lines_split_as_shlex_does(line: str, comments: bool) -> None:
     """The linear splitter gives shlex.split's words, and its errors, for any line."""
     import shlex
 
-    from anylaunch import shellwords
+    from anylaunch.jobfile import shellwords
 
     def words(split):
         try:

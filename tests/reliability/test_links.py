@@ -17,9 +17,10 @@ import pytest
 from reliability_helpers import FIGURES
 from starlette.testclient import TestClient
 
-from anylaunch import api, leftovers
-from anylaunch.logs import follow
-from anylaunch.reports import profile_reports
+from anylaunch import api
+from anylaunch.observe import jobfiles
+from anylaunch.observe.follow import follow
+from anylaunch.observe.reports import profile_reports
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 from anylaunch.ui.app import create_app
@@ -123,8 +124,8 @@ def test_a_path_outside_the_folder_is_refused(tmp_path: Path, path: str) -> None
     FIGURES["links tried"] += 1
     (tmp_path / "job").mkdir()
     (tmp_path / "shadow").write_text(OUTSIDE)
-    with pytest.raises(leftovers.Refused):
-        leftovers.read_inside(str(tmp_path / "job"), path)
+    with pytest.raises(jobfiles.Refused):
+        jobfiles.read_inside(str(tmp_path / "job"), path)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "symlink"])

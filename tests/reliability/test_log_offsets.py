@@ -21,9 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reliability_helpers import FIGURES
 
-from anylaunch import api, logread
+from anylaunch import api
 from anylaunch.backends.base import LogSource
-from anylaunch.logread import Offsets
+from anylaunch.observe import logfile
+from anylaunch.observe.logfile import Offsets
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
@@ -121,13 +122,13 @@ def test_a_log_read_while_it_grows_in_any_pieces_shows_no_part_of_a_secret(
             with log.open("ab") as handle:
                 handle.write(piece)
             FIGURES["offsets tried"] += 1
-            chunk = logread.read(source, root, offset, final=written >= len(data))
+            chunk = logfile.read(source, root, offset, final=written >= len(data))
             offset = chunk.end
-            shown += logread.masked(chunk.lines, secrets)
+            shown += logfile.masked(chunk.lines, secrets)
         text = LogSource(node=0, text=data.decode("utf-8", errors="replace"))
         for at in (0, 1, start % (len(data) + 1)):  # a backend's text, from any offset
             FIGURES["offsets tried"] += 1
-            shown += logread.masked(logread.read(text, root, at).lines, secrets)
+            shown += logfile.masked(logfile.read(text, root, at).lines, secrets)
     assert leaked(shown) == []
 
 
@@ -137,10 +138,10 @@ def test_logs_tail_since_and_diagnosis_show_no_part_of_a_secret(
     case: tuple[str, bytes], tail: int, since: int
 ) -> None:
     """`logs` (the API's `Job.logs`), `logs --tail`, `logs -f`, `logs --since` and the
-    MCP tool (`ops.logs`: the masked whole, then sliced at any offset), diagnosis."""
-    from anylaunch import ops
+    MCP tool (`commands.logs`: the masked whole, then sliced at any offset), diagnosis."""
+    from anylaunch.contract import commands
     from anylaunch.contract.inputs import LogsArgs
-    from anylaunch.logs import follow
+    from anylaunch.observe.follow import follow
 
     secret, data = case
     with job_with_log(data, secret) as (job, _):
@@ -149,7 +150,7 @@ def test_logs_tail_since_and_diagnosis_show_no_part_of_a_secret(
         shown += list(follow(job, tail=None if tail < 0 else tail))
         shown += [json.dumps(job.diagnose().to_json()["evidence"])]
         args = LogsArgs(job_id=job.id, tail=None if tail < 0 else tail, since=since)
-        shown += [ops.logs(args)["text"]]
+        shown += [commands.logs(args)["text"]]
     assert leaked(shown) == []
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from anylaunch import config
 from anylaunch.errors import ConfigError
+from anylaunch.jobfile import loader
 from conftest import AUTOMODEL_SPOT, OFFLINE, needs_sky
 
 pytestmark = needs_sky
@@ -79,21 +79,21 @@ def test_unknown_key_in_an_any_of_candidate_names_its_line(write):
         "    - cloud: gcp\n      acelerators: A100:8\n"
     )
     with pytest.raises(ConfigError) as err:
-        config.load(path, environ={})
+        loader.load(path, environ={})
     assert err.value.line == 6 and "did you mean 'accelerators'" in err.value.message
 
 
 def test_region_without_cloud_is_rejected_before_rendering(write):
     path = write("command: python train.py\nskypilot:\n  region: us-east-1\n")
     with pytest.raises(ConfigError) as err:
-        config.load(path, environ={})
+        loader.load(path, environ={})
     assert err.value.line == 2 and "need a cloud" in err.value.message
 
 
 def test_accelerator_count_and_gpus_per_node_that_disagree_name_both_lines(write):
     path = write('command: python t.py\ngpus_per_node: 4\nskypilot:\n  accelerators: "H100:8"\n')
     with pytest.raises(ConfigError) as err:
-        config.load(path, environ={})
+        loader.load(path, environ={})
     assert err.value.line == 4 and ":2)" in err.value.message
 
 
@@ -120,7 +120,7 @@ def test_secrets_reach_neither_plan_nor_store(cli, write, sky_home, home):
     assert task["secrets"] == {"HF_TOKEN": None, "WANDB_API_KEY": None}
     assert task["envs"] == {"MODE": "fast"}
     assert "do_not_leak" not in result.out
-    spec = config.load(path, environ=secrets)
+    spec = loader.load(path, environ=secrets)
     assert "do_not_leak" not in json.dumps(spec.redacted())
 
 
@@ -141,7 +141,7 @@ def test_managed_job_handed_to_sky_jobs_launch_passes_skypilot_own_checks(
     from anylaunch.backends.skypilot import sdk
 
     monkeypatch.setenv("HF_TOKEN", "hf_boundary")
-    plan = api.dry_run(config.load(automodel_spot), "skypilot")
+    plan = api.dry_run(loader.load(automodel_spot), "skypilot")
     task = sdk.task(plan.payload["task"], {"HF_TOKEN": "hf_boundary"})
     dag = dag_utils.convert_entrypoint_to_dag(task)
     dag.name = plan.name
@@ -175,7 +175,7 @@ def test_every_skypilot_status_maps_and_recovering_is_not_terminal():
     assert not states.MANAGED_JOB["RECOVERING"].terminal
     failed = [s for s in ManagedJobStatus if s.is_failed()]
     assert all(states.MANAGED_JOB[s.value].value == "FAILED" for s in failed)
-    from anylaunch.diagnose import diagnose_lines
+    from anylaunch.observe.diagnose import diagnose_lines
 
     kinds = {
         diagnose_lines([], events=[states.detail(n)]).code
@@ -188,11 +188,11 @@ def test_spot_without_checkpoint_or_with_a_long_interval_warns_in_preflight(writ
     from anylaunch.backends.skypilot.backend import SkyPilotBackend
 
     backend = SkyPilotBackend()
-    bare = config.load(write("command: python t.py\nskypilot:\n  cloud: aws\n  use_spot: true\n"))
+    bare = loader.load(write("command: python t.py\nskypilot:\n  cloud: aws\n  use_spot: true\n"))
     warned = {c.name: c for c in backend.preflight(bare) if c.status == "warn"}
     assert "checkpoint.dir" in warned["spot_checkpoint"].fix
     assert "spot_checkpoint_interval" in warned
-    slow = config.load(
+    slow = loader.load(
         write(
             "command: python t.py\ncheckpoint:\n  dir: /ckpt\n  interval_minutes: 90\n"
             "skypilot:\n  cloud: aws\n  use_spot: true\n  max_lost_minutes: 20\n",
@@ -203,7 +203,7 @@ def test_spot_without_checkpoint_or_with_a_long_interval_warns_in_preflight(writ
     assert checks["spot_checkpoint"].status == "ok"
     assert checks["spot_checkpoint_interval"].status == "warn"
     assert "90 min" in checks["spot_checkpoint_interval"].message
-    example = config.load(write(AUTOMODEL_SPOT, "example.yaml"), environ={"HF_TOKEN": "x"})
+    example = loader.load(write(AUTOMODEL_SPOT, "example.yaml"), environ={"HF_TOKEN": "x"})
     assert all(c.status == "ok" for c in backend.preflight(example))
 
 
@@ -244,7 +244,7 @@ def test_skypilot_is_imported_only_when_its_backend_runs():
     import subprocess
 
     code = (
-        "import sys, anylaunch, anylaunch.cli, anylaunch.api, anylaunch.config;"
+        "import sys, anylaunch, anylaunch.cli, anylaunch.api, anylaunch.jobfile.loader;"
         "from anylaunch.backends.base import get_backend;"
         "get_backend('skypilot');"
         "print('sky' in sys.modules)"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch import api, config, runtime
+from anylaunch import api, runtime
+from anylaunch.jobfile import loader
 from anylaunch.store import Store
 from conftest import PROGRAMS, ROOT, needs_sky
 
@@ -24,7 +25,7 @@ pytestmark = needs_sky
 
 
 def rendered_run(path: Path, store_root: Path) -> str:
-    plan = api.dry_run(config.load(path, environ={}), "skypilot", store=Store(store_root))
+    plan = api.dry_run(loader.load(path, environ={}), "skypilot", store=Store(store_root))
     return plan.payload["task"]["run"]
 
 
@@ -163,7 +164,7 @@ def test_srun_launcher_is_refused_with_the_fix(write):
 
     path = write("command: python t.py\nlauncher: srun\nskypilot:\n  cloud: aws\n")
     with pytest.raises(ConfigError) as err:
-        api.dry_run(config.load(path, environ={}), "skypilot")
+        api.dry_run(loader.load(path, environ={}), "skypilot")
     assert err.value.line == 2 and "--backend slurm" in err.value.message
 
 

@@ -12,12 +12,13 @@ import random
 
 import pytest
 
-from anylaunch import config, splits
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.skypilot import task as sky_task
 from anylaunch.backends.skypilot import validate
 from anylaunch.backends.skypilot.backend import SkyPilotBackend
 from anylaunch.errors import ConfigError
+from anylaunch.jobfile import loader
+from anylaunch.launch import splits
 from anylaunch.store import new_id
 from conftest import needs_sky
 
@@ -48,7 +49,7 @@ def _tasks(spec, count):
 
 
 def test_every_split_the_shortcut_covers_is_one_the_library_accepts(sky_home, write):
-    spec = config.load(write(RUN, "sweep.yaml"))
+    spec = loader.load(write(RUN, "sweep.yaml"))
     rendered = _tasks(spec, len(spec.split_values()))
     first_id, first = rendered[0]
     validate.validate(first, source=spec.source)
@@ -59,7 +60,7 @@ def test_every_split_the_shortcut_covers_is_one_the_library_accepts(sky_home, wr
 
 
 def test_a_plan_of_many_splits_hands_only_the_first_to_the_library(sky_home, write, monkeypatch):
-    spec = config.load(write(RUN, "sweep.yaml"))
+    spec = loader.load(write(RUN, "sweep.yaml"))
     backend = SkyPilotBackend()
     calls = []
     real = validate.validate
@@ -88,7 +89,7 @@ def test_a_plan_of_many_splits_hands_only_the_first_to_the_library(sky_home, wri
 def test_a_split_that_differs_where_the_shortcut_cannot_vouch_is_refused_by_the_library(
     sky_home, write, change, rejected_key
 ):
-    spec = config.load(write(RUN, "sweep.yaml"))
+    spec = loader.load(write(RUN, "sweep.yaml"))
     (first_id, first), (job_id, task) = _tasks(spec, 2)
     validate.validate(first, source=spec.source)
     accepted = validate.Accepted(first, first_id)
@@ -104,7 +105,7 @@ def test_an_env_value_the_library_writes_into_a_file_mount_is_validated_in_full(
         "  use_spot: true\n",
         "  use_spot: true\n  file_mounts: {/data: 's3://bucket/$${SPLIT_ID}'}\n",
     )
-    spec = config.load(write(text, "sweep.yaml"))
+    spec = loader.load(write(text, "sweep.yaml"))
     (first_id, first), (job_id, task) = _tasks(spec, 2)
     validate.validate(first, source=spec.source)
     accepted = validate.Accepted(first, first_id)
@@ -113,7 +114,7 @@ def test_an_env_value_the_library_writes_into_a_file_mount_is_validated_in_full(
 
 def test_a_split_value_that_names_a_variable_is_validated_in_full(sky_home, write):
     # `$HOME` is exported by the run script, not given to SkyPilot as `envs`: another shape.
-    spec = config.load(write(RUN.replace('"0.01"', '"$$HOME"'), "sweep.yaml"))
+    spec = loader.load(write(RUN.replace('"0.01"', '"$$HOME"'), "sweep.yaml"))
     (first_id, first), (job_id, task) = _tasks(spec, 2)
     validate.validate(first, source=spec.source)
     assert not validate.Accepted(first, first_id).covers(task, job_id)
@@ -121,8 +122,8 @@ def test_a_split_value_that_names_a_variable_is_validated_in_full(sky_home, writ
 
 
 def test_a_different_job_is_validated_in_full(sky_home, write):
-    spec = config.load(write(RUN, "sweep.yaml"))
-    other = config.load(write(RUN.replace("H100:8", "A100:8"), "other.yaml"))
+    spec = loader.load(write(RUN, "sweep.yaml"))
+    other = loader.load(write(RUN.replace("H100:8", "A100:8"), "other.yaml"))
     (first_id, first), _ = _tasks(spec, 2)
     (job_id, task), _ = _tasks(other, 2)
     validate.validate(first, source=spec.source)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import shlex
 
-from anylaunch import config
 from anylaunch.backends.slurm.backend import SlurmBackend
+from anylaunch.jobfile import loader
 from anylaunch.store import Store
 
 
 def test_array_tasks_get_their_split_values(write, home):
     path = write('command: [python, t.py]\nsplits: [lr-0.1, "it\'s 2"]\nslurm: {nodes: 1}\n')
-    spec = config.load(path, environ={})
+    spec = loader.load(path, environ={})
     backend = SlurmBackend()
     store = Store(home)
     contexts = [

@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch import api, config, splits
+from anylaunch import api
 from anylaunch.backends.slurm import commands, preflight
 from anylaunch.backends.slurm.backend import SlurmBackend
+from anylaunch.jobfile import loader
+from anylaunch.launch import splits
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 from helpers import job_processes
@@ -55,7 +57,7 @@ def job_file(write, body: str, name: str = "job.yaml") -> Path:
 
 
 def load(path: Path, env: dict[str, str] | None = None):
-    return config.load(path, environ={**os.environ, **(env or {})})
+    return loader.load(path, environ={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,13 @@ import subprocess
 
 import pytest
 
-from anylaunch import api, config
+from anylaunch import api
 from anylaunch.backends.slurm import preflight, states
 from anylaunch.backends.slurm.backend import SlurmBackend
 from anylaunch.backends.slurm.plan import describe
 from anylaunch.backends.slurm.script import pyxis_image
 from anylaunch.errors import ConfigError
+from anylaunch.jobfile import loader
 from anylaunch.state import State
 from anylaunch.store import Store
 from automodel_docs import SLURM_BLOCK
@@ -29,7 +30,7 @@ EXAMPLE_SECRETS = {"HF_TOKEN": "hf_example_secret", "WANDB_API_KEY": "wandb_exam
 
 
 def spec_of(text: str, env: dict[str, str] | None = None, file: str = "/jobs/job.yaml"):
-    return config.from_text(text, file=file, environ=env or {})
+    return loader.from_text(text, file=file, environ=env or {})
 
 
 def render(tmp_path, text: str, env: dict[str, str] | None = None):
@@ -278,7 +279,7 @@ def test_splits_render_as_one_array_with_a_job_per_task(tmp_path):
 def test_user_template_places_the_parts(tmp_path, write):
     write("#!/bin/bash\n{{ sbatch }}\nmodule load cuda\n{{ setup }}\n{{launch}}\n", "site.sh")
     path = write("command: t\nslurm:\n  template: site.sh\n")
-    spec = config.load(path, environ={})
+    spec = loader.load(path, environ={})
     script = api.dry_run(spec, "slurm", store=Store(tmp_path / "home")).payload["script"]
     assert script.index("#SBATCH --nodes=1") < script.index("module load cuda")
     assert script.index("module load cuda") < script.index("export MASTER_PORT")
@@ -288,7 +289,7 @@ def test_user_template_with_an_unknown_slot_names_its_line(tmp_path, write):
     write("#!/bin/bash\n{{ sbatch }}\n{{ lanch }}\n", "site.sh")
     path = write("command: t\nslurm:\n  template: site.sh\n")
     with pytest.raises(ConfigError) as caught:
-        api.dry_run(config.load(path, environ={}), "slurm", store=Store(tmp_path / "home"))
+        api.dry_run(loader.load(path, environ={}), "slurm", store=Store(tmp_path / "home"))
     assert "site.sh:3: slurm.template: unknown slot '{{ lanch }}'" in caught.value.message
 
 
@@ -391,7 +392,7 @@ def test_status_lists_the_nsys_reports_a_profiled_job_wrote(cli, write, home):
 
     path = write("command: python t.py\nslurm:\n  nsys_enabled: true\n  nodes: 2\n")
     store = Store(home)
-    plan = api.dry_run(config.load(path, environ={}), "slurm", store=store)
+    plan = api.dry_run(loader.load(path, environ={}), "slurm", store=store)
     job_dir = home / "jobs" / plan.job_id
     (job_dir / "nsys").mkdir(parents=True)
     for node in (0, 1):

@@ -134,8 +134,9 @@ def test_the_orphan_check_waits_no_longer_than_a_poll(devstack, dead_conf, tmp_p
 def test_orphans_are_not_looked_for_while_the_controller_is_known_silent(
     devstack, dead_conf, tmp_path, monkeypatch
 ):
-    from anylaunch import api, reach
+    from anylaunch import api
     from anylaunch.backends.slurm import commands, parse
+    from anylaunch.observe import reachability
     from anylaunch.state import State
     from anylaunch.store import JobRecord, Store
 
@@ -150,10 +151,10 @@ def test_orphans_are_not_looked_for_while_the_controller_is_known_silent(
     monkeypatch.setattr(commands, "run", run)
     store = Store(tmp_path / "home")
     store.add(JobRecord(id="orphan02", name="o", backend="slurm", state=State.PENDING, job_dir="x"))
-    reach.down(store.root, "slurm", "squeue did not answer")
+    reachability.down(store.root, "slurm", "squeue did not answer")
     api.refresh([store.get("orphan02")], store)
     assert " ".join(parse.comment_argv()) not in asked, asked
-    reach.up(store.root, "slurm")
+    reachability.up(store.root, "slurm")
     api.refresh([store.get("orphan02")], store)
     assert " ".join(parse.comment_argv()) in asked, asked
     store.close()

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch import config
 from anylaunch.backends.slurm import chain, commands
+from anylaunch.jobfile import loader
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
@@ -36,7 +36,7 @@ def step(write, tmp_path: Path, sid: str, body: str, needs=(), splits: int | Non
     if splits is not None:
         text += f"splits: {splits}\n"
     path = write(text, f"{sid}.yaml")
-    spec = config.load(path, environ=dict(os.environ))
+    spec = loader.load(path, environ=dict(os.environ))
     return chain.Step(sid, spec, run_id=f"{tmp_path.name}.{sid}", needs=tuple(needs))
 
 
@@ -99,7 +99,7 @@ from anylaunch import config
 from anylaunch.backends.slurm import chain, commands
 files, prefix = json.loads(sys.argv[1]), sys.argv[2]
 needs = {"a": (), "b": ("a",), "c": ("b",)}
-steps = [chain.Step(s, config.load(f), f"{prefix}.{s}", needs[s]) for s, f in files.items()]
+steps = [chain.Step(s, loader.load(f), f"{prefix}.{s}", needs[s]) for s, f in files.items()]
 held = chain.submit(steps)
 print(json.dumps({"sbatch_calls": commands.CALLS["sbatch"], "held": {k: str(v) for k, v in held.items()}}), flush=True)
 time.sleep(600)
@@ -221,7 +221,7 @@ def run(argv, **kw):
         os.kill(os.getpid(), signal.SIGKILL)
     return proc
 commands.run = run
-steps = [chain.Step(s, config.load(f), f"{prefix}.{s}", needs[s]) for s, f in files.items()]
+steps = [chain.Step(s, loader.load(f), f"{prefix}.{s}", needs[s]) for s, f in files.items()]
 chain.submit(steps)
 """
 

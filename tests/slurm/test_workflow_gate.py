@@ -6,7 +6,7 @@ import pytest
 
 from anylaunch.backends.slurm import chain
 from anylaunch.errors import ConfigError, UsageError
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord
 

@@ -31,9 +31,9 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
 from anylaunch.backends.base import Backend, LogSource, Observation, PlanContext
+from anylaunch.backends.plan import Plan, check_runnable
 from anylaunch.backends.section import Sized
-from anylaunch.plan import Plan, check_runnable
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 

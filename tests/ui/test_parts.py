@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from anylaunch.backends.base import LogSource
-from anylaunch.logread import Offsets
+from anylaunch.observe.logfile import Offsets
 from anylaunch.ui import metrics, plots
 from anylaunch.ui.live import TAIL_BYTES
 from anylaunch.ui.masking import Masker

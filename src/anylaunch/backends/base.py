@@ -8,7 +8,7 @@ out. A backend that submits many splits as one native job also implements
 `ArraySubmission`; callers test for it with `isinstance`, never by the backend's type.
 
 What is common to every backend is done once by the API, not by each backend: the
-submission pipeline (`anylaunch.submission`), the check of `logs --node` against the
+submission pipeline (`anylaunch.launch.pipeline`), the check of `logs --node` against the
 plan's node count and the reading and masking of logs, and the secret values handed to
 `submit` (the names come from `Plan.secret_env`, the values from `secret_values`).
 """
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from anylaunch.plan import Plan
-    from anylaunch.preflight import Check
-    from anylaunch.spec import JobSpec
+    from anylaunch.backends.plan import Plan
+    from anylaunch.jobfile.spec import JobSpec
+    from anylaunch.launch.preflight import Check
     from anylaunch.state import State
     from anylaunch.store import JobRecord, Store
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from anylaunch.backends.known import BackendName as Backend
+from anylaunch.contract.names import BackendName as Backend
 
 StateName = Literal[
     "PENDING", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT",

@@ -1,10 +1,10 @@
 """The objects `--json` prints and the MCP tools return, as pydantic models.
 
-The builders in `anylaunch.ops` produce plain dicts (so `ps --json` never imports
+The builders in `anylaunch.contract.commands` produce plain dicts (so `ps --json` never imports
 pydantic); these models only describe them, for the published JSON Schemas and for the
 tests that validate real output. Every model forbids unknown keys: a field added to an
 output without being added here fails the suite, so a change to the contract is always
-a visible diff in docs/schemas/ (regenerate with `python -m anylaunch.contract.schemas`).
+a visible diff in docs/schemas/ (regenerate with `python -m anylaunch.cli.schemas`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from anylaunch.backends.known import BackendName
+from anylaunch.contract.names import BackendName
 from anylaunch.state import State
 
 

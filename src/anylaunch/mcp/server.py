@@ -23,10 +23,10 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from anylaunch import ops
+from anylaunch.contract import commands
 from anylaunch.errors import AnylaunchError, error_json
+from anylaunch.jobfile.secrets import is_secret_name, mask
 from anylaunch.mcp.tools import BY_NAME, TOOLS, ToolSpec
-from anylaunch.redact import is_secret_name, mask
 
 log = logging.getLogger("anylaunch.mcp")
 _Result = TypeVar("_Result")
@@ -102,7 +102,7 @@ def call(tool: ToolSpec, arguments: dict[str, Any]) -> types.CallToolResult:
     """Run one tool synchronously; its result, or its error, masked."""
     hidden = secrets(_inline_secrets(arguments))
     try:
-        result = tool.call(ops.parse(tool.arguments, arguments))
+        result = tool.call(commands.parse(tool.arguments, arguments))
     except Exception as exc:
         log.warning("tool %s failed: %s", tool.name, getattr(exc, "code", type(exc).__name__))
         return _error(exc, hidden)

@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from anylaunch import ops
+from anylaunch.cli.schemas import DIALECT
+from anylaunch.contract import commands
 from anylaunch.contract import inputs as args
 from anylaunch.contract import outputs as out
-from anylaunch.contract.schemas import DIALECT
 
 
 @dataclass(frozen=True)
@@ -81,21 +81,21 @@ def _all_objects(model: type[BaseModel]) -> bool:
 
 
 def _run(a: args.RunArgs) -> Any:
-    from anylaunch.workflow import ops as workflows
+    from anylaunch.workflow import commands as workflows
     from anylaunch.workflow.detect import is_workflow
 
-    path = ops.job_path(a)
+    path = commands.job_path(a)
     if is_workflow(path):  # handed to its controller (or to Slurm): returns at once
         return workflows.status(workflows.run(path, None, None, check=a.preflight))
-    return ops.started(ops.start(a))
+    return commands.started(commands.start(a))
 
 
 def _retry(a: args.RetryArgs) -> Any:
-    from anylaunch.workflow import ops as workflows
+    from anylaunch.workflow import commands as workflows
 
     if workflows.is_workflow_id(a.run_id):
         return workflows.retry(a.run_id)
-    view, _submitted = ops.retry_failed(a)
+    view, _submitted = commands.retry_failed(a)
     return view.to_json()
 
 
@@ -113,7 +113,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         " `steps:`), every step's plan and the order." + JOB_FILE,
         args.DryRunArgs,
         out.DryRunResult,
-        ops.dry_run,
+        commands.dry_run,
         open_world=False,
     ),
     ToolSpec(
@@ -136,7 +136,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         " cluster, ports; each ok, warn or fail with a fix." + JOB_FILE,
         args.PreflightArgs,
         out.Preflight,
-        ops.preflight,
+        commands.preflight,
     ),
     ToolSpec(
         "ps",
@@ -144,7 +144,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Recorded jobs, newest first, with their current state.",
         args.PsArgs,
         out.JobList,
-        ops.ps,
+        commands.ps,
     ),
     ToolSpec(
         "status",
@@ -153,7 +153,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         " for a workflow id (wf-...), each step's state, splits and attempts.",
         args.RunOrJobRef,
         out.StatusResult,
-        ops.status,
+        commands.status,
     ),
     ToolSpec(
         "logs",
@@ -162,7 +162,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         " lines; from `since` (the `offset` an earlier call returned) to read only new output.",
         args.LogsArgs,
         out.Logs,
-        ops.logs,
+        commands.logs,
     ),
     ToolSpec(
         "wait",
@@ -171,7 +171,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         " return its summary; call again while its state is not terminal.",
         args.WaitArgs,
         out.JobSummary,
-        ops.wait,
+        commands.wait,
     ),
     ToolSpec(
         "diagnose",
@@ -180,7 +180,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         " and rank. Read it before retrying.",
         args.JobRef,
         out.Diagnosis,
-        ops.diagnose,
+        commands.diagnose,
     ),
     ToolSpec(
         "cancel",
@@ -188,7 +188,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Stop jobs on their backends and wait until each has stopped. Work in progress is lost.",
         args.CancelArgs,
         out.Cancelled,
-        ops.cancel,
+        commands.cancel,
         reads=False,
         destructive=True,
     ),
@@ -212,7 +212,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         " takes), optionally of one node group. Needs LEPTON_WORKSPACE_ID and LEPTON_AUTH_TOKEN.",
         args.NodeGroupArgs,
         out.ShapeTable,
-        ops.lepton_shapes,
+        commands.lepton_shapes,
     ),
     ToolSpec(
         "get_volumes",
@@ -221,7 +221,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         " optionally of one node group.",
         args.NodeGroupArgs,
         out.VolumeList,
-        ops.lepton_volumes,
+        commands.lepton_volumes,
     ),
 )
 

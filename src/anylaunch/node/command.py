@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from anylaunch import shellwords
+from anylaunch.jobfile import shellwords
 from anylaunch.node.shell import Sh, Word, concat, read_into, var, word, words
 
 CONFIG_PLACEHOLDER = "{config}"  # in the command: the recipe file on the node

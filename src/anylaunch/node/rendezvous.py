@@ -1,12 +1,42 @@
-"""Each platform's node variables -> the rendezvous contract, as the node's first lines.
+"""The multi-node contract every backend honours, in every launcher mode.
 
-Every backend's node exports MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK and
-NUM_GPU_PER_NODE, whatever the launcher mode, so a job moves between backends unchanged;
-the torchrun line reads them. The local
-backend sets them in each node's environment instead (`anylaunch.rendezvous.node_env`).
+Every node exports MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK and NUM_GPU_PER_NODE,
+whatever the launcher mode, so a job moves between backends unchanged; the torchrun line
+reads them. `none` (TAO convention) also exports WORLD_SIZE = number of nodes, because
+the program spawns its own ranks; with `torchrun` the agent sets WORLD_SIZE = nodes x
+processes per node for each worker itself.
+
+Schedulers' nodes translate their platform's variables into the contract in the node
+script's first lines (below); the local backend sets them in each node's environment
+instead (`Rendezvous.node_env`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    master_addr: str
+    master_port: int
+    nnodes: int
+    nproc_per_node: int
+
+    def node_env(self, node_rank: int | str, launcher: str) -> dict[str, str]:
+        """Variables for one node; `node_rank` may be a shell expression on schedulers."""
+        env = {
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+            "NNODES": str(self.nnodes),
+            "NODE_RANK": str(node_rank),
+            "NUM_GPU_PER_NODE": str(self.nproc_per_node),
+            "NPROC_PER_NODE": str(self.nproc_per_node),
+        }
+        if launcher == "none":
+            env["WORLD_SIZE"] = str(self.nnodes)
+        return env
+
 
 LEPTON_MASTER_PORT = 29400  # lepton_env_to_pytorch.sh's constant (not torch's 29500)
 

@@ -26,7 +26,7 @@ from anylaunch.backends.lepton.backend import LeptonBackend
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.client import Credentials, LeptonClient
 from anylaunch.backends.lepton.rest.errors import LeptonAuthError
-from anylaunch.redact import mask
+from anylaunch.jobfile.secrets import mask
 
 FINISHED = frozenset({"Completed", "Failed", "Stopped", "Deleted", "Archived"})
 
@@ -91,7 +91,7 @@ class LeptonSDK:
         Extra keyword arguments are `lepton:` section fields (priority_class, ...).
         """
         from anylaunch import api
-        from anylaunch.spec import JobSpec
+        from anylaunch.jobfile.spec import JobSpec
 
         if isinstance(command, str) and launcher == "none":
             command = ["bash", "-c", command]  # TAO's command is a shell line
@@ -116,7 +116,7 @@ class LeptonSDK:
                 "lepton": {k: v for k, v in section.items() if v is not None},
             }
         )
-        from anylaunch import preflight
+        from anylaunch.launch import preflight
 
         checks = preflight.run(api.with_storage_env(spec), "lepton", environ=self._environ())
         if preflight.failed(checks):

@@ -17,7 +17,7 @@ from anylaunch.storage import s3
 from anylaunch.storage.uri import parse_s3
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 S3_VARS = ("S3_ENDPOINT_URL", "ACCESS_KEY", "SECRET_KEY", "CLOUD_REGION")
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 MANIFEST_FILE = "staging.json"
 

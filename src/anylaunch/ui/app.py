@@ -31,10 +31,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from anylaunch.backends.base import names as backend_names
+from anylaunch.cli.tables import age
 from anylaunch.errors import AnylaunchError, JobNotFound
 from anylaunch.state import State
 from anylaunch.store import Store
-from anylaunch.tables import age
 from anylaunch.ui import detail, lists, live, plots
 from anylaunch.ui.masking import Masker
 
@@ -108,7 +108,7 @@ class Dashboard:
         return HTMLResponse(self.masker.text(svg))
 
     def report(self, request: Request) -> Response:
-        from anylaunch.reports import open_report, profile_reports
+        from anylaunch.observe.reports import open_report, profile_reports
 
         with self.store() as store:
             record = store.get(request.path_params["job_id"])
@@ -181,7 +181,7 @@ class Dashboard:
     def retry(self, request: Request) -> JSONResponse:
         """`anylaunch retry RUN --failed`: submit what a crash left unsent, then resubmit
         the failed splits under their split ids."""
-        from anylaunch import runs
+        from anylaunch.launch import runs
 
         with self.store() as store:
             view = runs.load(request.path_params["run_id"], store)

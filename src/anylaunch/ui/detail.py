@@ -11,10 +11,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from anylaunch import api, logread, runs
+from anylaunch import api
 from anylaunch.backends.base import LogSource
-from anylaunch.reports import profile_reports
-from anylaunch.runs import RunView
+from anylaunch.launch import runs
+from anylaunch.launch.runs import RunView
+from anylaunch.observe import logfile
+from anylaunch.observe.reports import profile_reports
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 from anylaunch.ui import metrics, plots
@@ -99,12 +101,12 @@ def _sources(record: JobRecord) -> list[LogSource]:
 
 
 def _node(source: LogSource, root: str, masker: Masker, names: list[str]) -> Node:
-    lines = [line for line in logread.read(source, root, tail_bytes=4096).lines if line.strip()]
+    lines = [line for line in logfile.read(source, root, tail_bytes=4096).lines if line.strip()]
     where = "backend" if source.text is not None else source.path or ""
     return Node(
         source.node,
         where,
-        logread.size(source, root),
+        logfile.size(source, root),
         masker.text(lines[-1] if lines else "", names),
     )
 
@@ -112,7 +114,7 @@ def _node(source: LogSource, root: str, masker: Masker, names: list[str]) -> Nod
 def _progress(sources: list[LogSource], root: str) -> metrics.Progress:
     """The first node (by rank) whose log has a step or a loss: rank 0 usually prints them."""
     for source in sorted(sources, key=lambda s: s.node):
-        text = "\n".join(logread.read(source, root, tail_bytes=CURVE_BYTES).lines)
+        text = "\n".join(logfile.read(source, root, tail_bytes=CURVE_BYTES).lines)
         progress = metrics.parse(text)
         if progress.points:
             return progress

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from anylaunch import api
-from anylaunch.runs import run_state
+from anylaunch.launch.runs import run_state
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 

@@ -2,7 +2,7 @@
 
 Each tick reads the job's state first and then what each node's log gained, so lines
 written before the job ended are always sent before the `end` event (the rule of
-`anylaunch.logs.follow`). Offsets only advance over complete lines, and each event's id
+`anylaunch.observe.follow.follow`). Offsets only advance over complete lines, and each event's id
 holds them: a browser that reconnects (EventSource sends Last-Event-ID) resumes where it
 stopped, without a repeated or a half line.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from starlette.concurrency import run_in_threadpool
 
 from anylaunch import api
-from anylaunch.logread import Offsets
+from anylaunch.observe.logfile import Offsets
 from anylaunch.state import State
 from anylaunch.store import Store
 from anylaunch.ui.detail import secret_names

@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import escape
 
-from anylaunch.redact import is_secret_name, mask, secret_values
+from anylaunch.jobfile.secrets import is_secret_name, mask, secret_values
 
 
 class Masker:

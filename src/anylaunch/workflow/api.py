@@ -102,7 +102,7 @@ def start(
 def preflight(workflow: Workflow, selected: list[str]) -> None:
     """Each step's quick checks before anything is recorded; an input that an earlier
     step of this run writes is not there yet, so it is left out of the checks."""
-    from anylaunch import preflight as checks
+    from anylaunch.launch import preflight as checks
 
     failures = []
     for sid in selected:

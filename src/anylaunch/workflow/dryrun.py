@@ -12,7 +12,7 @@ from anylaunch.workflow.model import Workflow
 
 def plans(workflow: Workflow, selected: list[str]) -> dict[str, Any]:
     """The object `--dry-run --json` prints; a split step shows split 0's plan."""
-    from anylaunch.splits import with_split
+    from anylaunch.launch.splits import with_split
     from anylaunch.workflow import native
 
     steps = []
@@ -76,7 +76,7 @@ def describe(workflow: Workflow, selected: list[str]) -> str:
         if step["plan"] is None:
             lines.append("   not run: its outputs are read where they are")
             continue
-        from anylaunch.plan import Plan
+        from anylaunch.backends.plan import Plan
 
         lines.append(get_backend(step["backend"]).describe(Plan.model_validate(step["plan"])))
     return "\n".join(lines)

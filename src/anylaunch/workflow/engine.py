@@ -16,7 +16,7 @@ from typing import Any
 
 from anylaunch import api
 from anylaunch.errors import AnylaunchError
-from anylaunch.runs import RETRIED_STATES, RunView, splits_json
+from anylaunch.launch.runs import RETRIED_STATES, RunView, splits_json
 from anylaunch.state import State
 from anylaunch.store import JobRecord, StepRow, Store, WorkflowRecord
 from anylaunch.workflow import record as wfrecord
@@ -236,7 +236,7 @@ def submit_step(
     if info.get("splits") is None:
         job = api.submit(spec, info["backend"], store=store, run_id=run, check=True)
         return [job.record]
-    from anylaunch import splits
+    from anylaunch.launch import splits
 
     ids = split_ids if split_ids is not None else list(range(info["splits"]))
     launched = splits.launch(spec, ids, info["backend"], store=store, run_id=run, check=True)
@@ -247,7 +247,7 @@ def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
     """Jobs of a step recorded by a process that died before handing them over (and
     that the backend, asked by the last poll, does not have): submit them now, under
     the ids they were recorded with."""
-    from anylaunch import splits
+    from anylaunch.launch import splits
 
     if step.run_id is None:
         return
@@ -265,9 +265,9 @@ def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
 
 def resend(job: JobRecord, spec: Any, store: Store) -> None:
     """Submit a recorded, never-submitted job of a single step under its own id."""
-    from anylaunch import submission
+    from anylaunch.launch import pipeline
 
-    submission.resend(job, api.with_storage_env(spec), store)
+    pipeline.resend(job, api.with_storage_env(spec), store)
 
 
 def retry_failed(workflow_id: str, store: Store) -> dict[str, list[int]]:

@@ -12,12 +12,12 @@ import json
 import socket
 from typing import TYPE_CHECKING
 
+from anylaunch.jobfile.yamlsrc import KeyPath
 from anylaunch.store import home
 from anylaunch.workflow.model import S3, SHARED, Handoff
-from anylaunch.yamlsrc import KeyPath
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
     from anylaunch.workflow.model import Workflow
 
 

@@ -13,13 +13,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from anylaunch import config
 from anylaunch.backends.base import names as backend_names
 from anylaunch.errors import ConfigError
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile import loader
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.jobfile.yamlsrc import KeyPath, Located, Origin, format_path, parse
 from anylaunch.workflow import graph, handoff
 from anylaunch.workflow.model import Step, Workflow
-from anylaunch.yamlsrc import KeyPath, Located, Origin, format_path, parse
 
 # `${steps.ID.outputs.PATH}`: an earlier step's output, by the path it was written under.
 REFERENCE = re.compile(r"\$\{steps\.([^.}]*)\.outputs\.([^}]*)\}")
@@ -31,7 +31,7 @@ MERGED = ("env",)  # mappings a step adds to; every other key a step writes repl
 def load(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Workflow:
     environ = os.environ if environ is None else environ
     file = str(path)
-    located = parse(config.read_text(file), file)
+    located = parse(loader.read_text(file), file)
     data = located.data
     steps = data.get("steps")
     if not isinstance(steps, dict) or not steps:
@@ -183,7 +183,7 @@ def _step_spec(
         data["name"] = f"{top.get('name') or 'workflow'}-{sid}"
     step_located = Located(data=data, file=located.file, origins=_origins(located, sid, body))
     try:
-        spec = config.from_located(step_located, environ=environ)
+        spec = loader.from_located(step_located, environ=environ)
     except ConfigError as exc:
         raise in_step(exc, sid, body) from None
     return spec, backend

@@ -9,7 +9,7 @@ from anylaunch.errors import UsageError
 from anylaunch.workflow import graph
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 SHARED = "shared"  # the consumer reads the producer's output where it was written
 S3 = "s3"  # the consumer downloads it from S3

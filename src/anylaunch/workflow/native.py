@@ -21,7 +21,7 @@ from anylaunch.workflow import record as wfrecord
 
 if TYPE_CHECKING:
     from anylaunch.backends.slurm import chain
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
     from anylaunch.workflow.model import Workflow
 
 BACKEND = "slurm"

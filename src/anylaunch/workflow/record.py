@@ -14,7 +14,7 @@ from anylaunch.store import Store, WorkflowRecord, new_id
 from anylaunch.workflow.detect import PREFIX
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
     from anylaunch.workflow.model import Workflow
 
 CONTROLLED = "controller"  # a detached controller advances it
@@ -85,8 +85,8 @@ def spec_of(
     record: WorkflowRecord, step_id: str, environ: Mapping[str, str] | None = None
 ) -> JobSpec:
     """A step's job rebuilt from the store, secrets put back from the environment."""
-    from anylaunch.runs import unmask
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
+    from anylaunch.launch.runs import unmask
 
     data = record.doc["steps"][step_id]["spec"]
     return JobSpec.model_validate(unmask(data, os.environ if environ is None else environ))

@@ -2,7 +2,7 @@
 
 The real API has no such call: the platform only exposes the state, the counters, the
 Kubernetes events and the logs. They are evidence for the one classifier in
-anylaunch.diagnose, the same `anylaunch diagnose` uses, so both name the same class;
+anylaunch.observe.diagnose, the same `anylaunch diagnose` uses, so both name the same class;
 this module adds the facade's fields (err_class, node events, log excerpts), the fix in
 the facade's words, and the two checks only Lepton needs (queued past the threshold,
 replicas that never become ready).
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anylaunch.backends.lepton.rest import wire
-from anylaunch.diagnose.engine import Diagnosis
+from anylaunch.observe.diagnose.engine import Diagnosis
 
 PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff"})
 _ERROR_LINE = re.compile(
@@ -48,8 +48,8 @@ def event_line(event: wire.Event) -> str:
 def diagnose(evidence: Evidence) -> Diagnosis:
     """The shared classifier's diagnosis from a Lepton job's state, events and logs."""
     from anylaunch.backends.lepton import states
-    from anylaunch.diagnose import diagnose_lines
-    from anylaunch.diagnose.lines import parse
+    from anylaunch.observe.diagnose import diagnose_lines
+    from anylaunch.observe.diagnose.lines import parse
 
     lines = []
     for replica, text in evidence.lines:
@@ -195,7 +195,7 @@ def _result(
 ) -> dict[str, Any]:
     """The facade's answer; `code` and `cause` replace the classifier's when a
     Lepton-only check (pending past the threshold, replicas never ready) decided."""
-    from anylaunch.diagnose.classes import BY_CODE
+    from anylaunch.observe.diagnose.classes import BY_CODE
 
     streams = _excerpts(evidence.lines)
     code = code or found.code

@@ -23,10 +23,10 @@ from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.backends.lepton.plan import LeptonPayload
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.errors import LeptonError, LeptonNotFound, LeptonUnavailable
+from anylaunch.backends.plan import Plan
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
-from anylaunch.plan import Plan
-from anylaunch.preflight import Check, Checks
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.launch.preflight import Check, Checks
 from anylaunch.state import State
 
 if TYPE_CHECKING:  # the client (httpx) is imported when a call is made, not by a dry-run

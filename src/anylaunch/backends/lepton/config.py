@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from anylaunch.backends.lepton.rest.rules import RESERVED_ENV_NAMES
 from anylaunch.backends.section import Sized
-from anylaunch.envvars import EnvName, EnvValue
+from anylaunch.jobfile.envvars import EnvName, EnvValue
 
 PriorityClass = Literal[
     "low-1000", "low-2000", "low-3000", "mid-4000", "mid-5000", "mid-6000",
@@ -135,7 +135,7 @@ def located_error(spec: Any, path: tuple[str, ...], what: str, fix: str) -> Any:
     from pathlib import Path
 
     from anylaunch.errors import AnylaunchError, ConfigError
-    from anylaunch.yamlsrc import format_path, parse
+    from anylaunch.jobfile.yamlsrc import format_path, parse
 
     source = getattr(spec, "source", None) or "<job>"
     try:

@@ -13,18 +13,18 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from anylaunch import resume, runtime
+from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.lepton.config import LeptonSection, located_error
 from anylaunch.backends.lepton.names import job_name, secret_name
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.rules import DEFAULT_PRIORITY_CLASS, RESERVED_ENV_NAMES
+from anylaunch.backends.plan import Plan, check_runnable
 from anylaunch.errors import ConfigError
-from anylaunch.node import command, rendezvous
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.node import checkpoint, command, rendezvous
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import has_reference
-from anylaunch.plan import Plan, check_runnable
-from anylaunch.spec import JobSpec
 from anylaunch.storage import manifest
 
 RECIPE_PATH = "/tmp/anylaunch/recipe.yaml"
@@ -57,12 +57,12 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
     files: list[node_script.File] = []
     # The resume contract: each attempt (an eviction's resubmission too) starts from the
     # newest complete checkpoint on the shared volume.
-    folder = resume.checkpoint_dir(spec)
-    before = [resume.shell(folder, RUNTIME_WORD, image=spec.image)] if folder else []
-    recipe = resume.config_text(spec)
+    folder = checkpoint.checkpoint_dir(spec)
+    before = [checkpoint.shell(folder, RUNTIME_WORD, image=spec.image)] if folder else []
+    recipe = checkpoint.config_text(spec)
     if recipe is not None:
         files.append(node_script.File(RECIPE_PATH, recipe))
-        fill = resume.config_fill(spec, shlex.quote(RECIPE_PATH), RUNTIME_WORD)
+        fill = checkpoint.config_fill(spec, shlex.quote(RECIPE_PATH), RUNTIME_WORD)
         before += [fill] if fill else []
     after: list[str] = []
     # S3 staging inside the job, through the node group's shared volume when there is

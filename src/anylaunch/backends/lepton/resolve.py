@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.errors import ConfigError
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
 
 if TYPE_CHECKING:  # the client (httpx) is imported only when a call is made
     from collections.abc import Callable

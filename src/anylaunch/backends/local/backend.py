@@ -32,8 +32,8 @@ from anylaunch.backends.base import (
 )
 from anylaunch.backends.local.config import LocalSection
 from anylaunch.errors import BackendError
+from anylaunch.jobfile.spec import JobSpec
 from anylaunch.proctime import create_time, running
-from anylaunch.spec import JobSpec
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import psutil
 
     from anylaunch.backends.local.plan import LocalPayload
-    from anylaunch.plan import Plan
+    from anylaunch.backends.plan import Plan
 
 RESULT_FILE = "result.json"
 PLAN_FILE = "plan.json"
@@ -261,7 +261,7 @@ def _read_result(job_dir: Path) -> Observation | None:
     """The end the supervisor wrote, if it did. UNKNOWN there is for good: the
     supervisor could not tell how a node ended, and nobody later can."""
     # The job can write its folder: a FIFO or a link there must not hang or mislead `ps`.
-    from anylaunch.leftovers import read_inside
+    from anylaunch.observe.jobfiles import read_inside
 
     try:
         result = json.loads(read_inside(str(job_dir), RESULT_FILE, limit=1 << 20))

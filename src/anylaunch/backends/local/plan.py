@@ -15,14 +15,14 @@ from typing import TypedDict
 
 from typing_extensions import NotRequired
 
-from anylaunch import resume, runtime
+from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
+from anylaunch.backends.plan import Plan, check_runnable
 from anylaunch.errors import ConfigError
-from anylaunch.node import command
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.node import checkpoint, command
 from anylaunch.node import script as node_script
-from anylaunch.plan import Plan, check_runnable
-from anylaunch.rendezvous import Rendezvous
-from anylaunch.spec import JobSpec
+from anylaunch.node.rendezvous import Rendezvous
 
 RECIPE_FILE = "recipe.yaml"
 AGENT_FILE = "torchrun_agent.py"
@@ -61,16 +61,16 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
     )
     job_dir = Path(ctx.job_dir)
     files: dict[str, str] = {}
-    checkpoints = resume.checkpoint_dir(spec)
+    checkpoints = checkpoint.checkpoint_dir(spec)
     # With a checkpoint folder, each node's shell finds the newest complete checkpoint
     # (ANYLAUNCH_RESUME_FROM) and writes it into its own copy of the recipe, both through
     # the in-job runtime shipped in the job's directory.
     runtime_path = str(job_dir / runtime.FILE_NAME)
     runtime_word = shlex.quote(runtime_path)
-    before = [resume.shell(checkpoints, runtime_word)] if checkpoints else []
-    recipe = resume.config_text(spec)
+    before = [checkpoint.shell(checkpoints, runtime_word)] if checkpoints else []
+    recipe = checkpoint.config_text(spec)
     recipe_used = recipe is not None
-    fill_step = resume.config_fill(spec, '"$ANYLAUNCH_RECIPE"', runtime_word)
+    fill_step = checkpoint.config_fill(spec, '"$ANYLAUNCH_RECIPE"', runtime_word)
     fill = bool(fill_step)
     if recipe is not None:
         files[RECIPE_FILE] = recipe

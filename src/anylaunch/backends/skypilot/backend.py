@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel
 
 from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
+from anylaunch.backends.plan import Plan
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
 from anylaunch.backends.skypilot import task as sky_task
 from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.skypilot.task import SkyPilotPayload
-from anylaunch.plan import Plan
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
 from anylaunch.state import State
 
 if TYPE_CHECKING:

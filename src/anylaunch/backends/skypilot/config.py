@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from anylaunch.backends.section import Sized
-from anylaunch.envvars import AutoModelEnv
+from anylaunch.jobfile.envvars import AutoModelEnv
 
 # AutoModel's five, plus Slurm: SkyPilot drives a Slurm cluster over SSH (the e2e test).
 Cloud = Literal["aws", "gcp", "azure", "lambda", "kubernetes", "slurm"]

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 
-from anylaunch import resume
 from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.skypilot.validate import INSTALL
-from anylaunch.preflight import Check, Checks
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.launch.preflight import Check, Checks
+from anylaunch.node import checkpoint
 
 
 def spec_checks(spec: JobSpec) -> list[Check]:
@@ -64,7 +64,7 @@ def _library() -> Check:
 
 def _spot(spec: JobSpec, section: SkyPilotSection) -> list[Check]:
     out = Checks()
-    folder = resume.checkpoint_dir(spec)
+    folder = checkpoint.checkpoint_dir(spec)
     if folder is None:
         out.warn(
             "spot_checkpoint",
@@ -86,7 +86,7 @@ def _spot(spec: JobSpec, section: SkyPilotSection) -> list[Check]:
 
 
 def _interval(spec: JobSpec, section: SkyPilotSection) -> Check:
-    minutes = resume.interval_minutes(spec)
+    minutes = checkpoint.interval_minutes(spec)
     budget = section.max_lost_minutes
     if minutes is not None:
         if minutes > budget:
@@ -101,7 +101,7 @@ def _interval(spec: JobSpec, section: SkyPilotSection) -> Check:
         return Check(
             "spot_checkpoint_interval", "ok", f"every {minutes:g} min (budget {budget:g} min)"
         )
-    steps = resume.interval_steps(spec)
+    steps = checkpoint.interval_steps(spec)
     if steps is not None:
         return Check(
             "spot_checkpoint_interval",

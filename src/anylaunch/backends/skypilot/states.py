@@ -5,7 +5,7 @@ a cluster job's status (`sky queue`) and a managed job's status (`sky jobs queue
 RECOVERING is not terminal: a managed spot job is being brought back after a
 preemption. FAILED_SETUP, FAILED_NO_RESOURCE and FAILED_PRECHECKS each get their own
 diagnosis, because each has a different fix: `detail` writes the status first in the
-job's detail, which anylaunch.diagnose reads as evidence.
+job's detail, which anylaunch.observe.diagnose reads as evidence.
 """
 
 from __future__ import annotations

@@ -14,16 +14,16 @@ from typing import Any, TypedDict
 
 import yaml
 
-from anylaunch import resume, runtime
+from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
+from anylaunch.backends.plan import Plan, check_runnable
 from anylaunch.backends.skypilot.config import Candidate, SkyPilotSection
 from anylaunch.errors import ConfigError
-from anylaunch.node import command, rendezvous
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.jobfile.yamlsrc import line_of
+from anylaunch.node import checkpoint, command, rendezvous
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import Sh, Word, has_reference, var
-from anylaunch.plan import Plan, check_runnable
-from anylaunch.spec import JobSpec
-from anylaunch.yamlsrc import line_of
 
 TASK_FILE = "task.yaml"
 RECIPE_ENV = "ANYLAUNCH_RECIPE"
@@ -118,19 +118,19 @@ def run_script(
     # Per node: virtual nodes of one host (the devstack) must not share files.
     runtime_word = f'"${{TMPDIR:-/tmp}}/anylaunch-{job_id}-node$NODE_RANK/{runtime.FILE_NAME}"'
     before: list[str] = []
-    resume_step = resume.shell(ckpt_dir, runtime_word, image=spec.image)
+    resume_step = checkpoint.shell(ckpt_dir, runtime_word, image=spec.image)
     if resume_step:
         before += [
-            "# resume contract: the newest complete checkpoint (anylaunch.resume)",
+            "# resume contract: the newest complete checkpoint (anylaunch.node.checkpoint)",
             resume_step,
         ]
     files: list[node_script.File] = []
-    text = resume.config_text(spec)
+    text = checkpoint.config_text(spec)
     if text is not None:
         # Per node: virtual nodes of one host (the devstack) must not share the file.
         exports[RECIPE_ENV] = Sh(f'"${{TMPDIR:-/tmp}}/anylaunch-{job_id}-node$NODE_RANK.yaml"')
         files.append(node_script.File(var(RECIPE_ENV), text))
-        fill = resume.config_fill(spec, f'"${RECIPE_ENV}"', runtime_word)
+        fill = checkpoint.config_fill(spec, f'"${RECIPE_ENV}"', runtime_word)
         if fill:
             before.append(fill)
     if before:
@@ -204,7 +204,7 @@ def checkpoint_mount_path(
     `run` starts in ~/sky_workdir when a workdir is synced, else in ~, so a relative
     `checkpoint.dir` (AutoModel's default `checkpoints/`) lives there.
     """
-    folder = resume.checkpoint_dir(spec)
+    folder = checkpoint.checkpoint_dir(spec)
     if folder is None or folder.startswith(("/", "~")):
         return folder
     base = "~/sky_workdir" if workdir else "~"

@@ -61,7 +61,7 @@ def validate(task: dict[str, Any], *, source: str | None) -> Any:
 
 
 def rejected(task: dict[str, Any], exc: BaseException, source: str | None) -> ConfigError:
-    from anylaunch.yamlsrc import line_of
+    from anylaunch.jobfile.yamlsrc import line_of
 
     message = " ".join(str(exc).split()) or type(exc).__name__
     field = _field_of(task, message)

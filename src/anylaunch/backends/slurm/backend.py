@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel
 
 from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
+from anylaunch.backends.plan import Plan
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.backends.slurm import states
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.backends.slurm.plan import SlurmPayload
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
-from anylaunch.plan import Plan
-from anylaunch.reach import Unreachable
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.observe.reachability import Unreachable
 from anylaunch.state import State
 
 if TYPE_CHECKING:
     from anylaunch.backends.slurm import parse
-    from anylaunch.preflight import Check
+    from anylaunch.launch.preflight import Check
     from anylaunch.store import JobRecord, Store
 
 # The commands (subprocess, shutil) and the preflight checks are imported by the methods

@@ -42,7 +42,7 @@ from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 BACKEND = "slurm"
 KILL_ON_INVALID_DEP = "--kill-on-invalid-dep=yes"
@@ -351,7 +351,7 @@ def _start(step: Step, after: Sequence[str], splits_: list[int] | None, store: S
     if splits_ is None:
         api.submit(spec, BACKEND, store=store, run_id=step.run_id, check=False)
     else:
-        from anylaunch import splits
+        from anylaunch.launch import splits
 
         splits.launch(spec, splits_, BACKEND, store=store, run_id=step.run_id, check=False)
 
@@ -377,8 +377,8 @@ def _send_unsent(
     g = _known(gate(step.needs, records), submitted_now)
     if g.blocked or g.waiting:
         return
-    from anylaunch import splits, submission
     from anylaunch.backends.base import get_backend
+    from anylaunch.launch import pipeline, splits
 
     spec = with_dependency(step.spec, g.after)
     if step.split_ids is not None:
@@ -386,7 +386,7 @@ def _send_unsent(
         return
     impl = get_backend(BACKEND)
     for record in api.reconcile(impl, todo, store):
-        submission.resend(record, api.with_storage_env(spec), store)
+        pipeline.resend(record, api.with_storage_env(spec), store)
 
 
 def _known(g: Gate, submitted_now: set[str]) -> Gate:
@@ -440,7 +440,7 @@ def _refresh(ordered: list[Step], store: Store) -> dict[str, list[JobRecord]]:
 
 def _preflight(ordered: list[Step]) -> None:
     """Every step's quick checks before the first sbatch: a graph is sent whole or not."""
-    from anylaunch import preflight
+    from anylaunch.launch import preflight
 
     for step in ordered:
         failures = preflight.failed(preflight.run(api.with_storage_env(step.spec), BACKEND))

@@ -21,8 +21,8 @@ from pydantic import (
 )
 
 from anylaunch.backends.section import Sized
-from anylaunch.envvars import AutoModelEnv
-from anylaunch.mounts import Mount
+from anylaunch.jobfile.envvars import AutoModelEnv
+from anylaunch.jobfile.mounts import Mount
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$")
 _TIME = re.compile(r"^(\d+-)?\d{1,2}:\d{2}:\d{2}$")

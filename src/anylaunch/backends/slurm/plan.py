@@ -10,14 +10,14 @@ import shlex
 from pathlib import Path
 from typing import Any, TypedDict
 
-from anylaunch import resume, runtime
+from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
+from anylaunch.backends.plan import Plan, check_runnable
 from anylaunch.backends.slurm import script, template
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.errors import ConfigError
-from anylaunch.node import shell
-from anylaunch.plan import Plan, check_runnable
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.node import checkpoint, shell
 from anylaunch.storage import manifest
 
 SCRIPT_FILE = "sbatch.sh"
@@ -76,9 +76,9 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
     files = {SCRIPT_FILE: text}
     if staging is not None:
         files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
-    if staging is not None or resume.checkpoint_dir(spec):
+    if staging is not None or checkpoint.checkpoint_dir(spec):
         files[runtime.FILE_NAME] = runtime.source()
-    recipe = resume.config_text(spec)
+    recipe = checkpoint.config_text(spec)
     if recipe is not None:
         # With a checkpoint folder the job writes the newest checkpoint into restore_from.path.
         files[script.RECIPE_FILE] = recipe

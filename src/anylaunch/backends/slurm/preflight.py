@@ -14,8 +14,8 @@ import shutil
 from anylaunch.backends.slurm import commands
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.errors import BackendError
-from anylaunch.preflight import Check, Checks
-from anylaunch.spec import JobSpec
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.launch.preflight import Check, Checks
 
 # A job killed at its time limit loses what it did since its last checkpoint; leave at
 # least 10 minutes after the last checkpoint write for it to finish and be written.

@@ -13,13 +13,13 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from anylaunch import resume, runtime
+from anylaunch import runtime
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
-from anylaunch.mounts import Mount
-from anylaunch.node import command, rendezvous, shell
+from anylaunch.jobfile.mounts import Mount
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.node import checkpoint, command, rendezvous, shell
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import Word, concat, export, path, var, word, words
-from anylaunch.spec import JobSpec
 
 RECIPE_FILE = "recipe.yaml"
 # The in-job runtime (staging, resume) sits in the job's directory on the shared filesystem.
@@ -243,10 +243,10 @@ def _resume(job: Job) -> list[str]:
         "# The resume contract: this attempt and the newest complete checkpoint.",
         "export ANYLAUNCH_ATTEMPT=$(( ${SLURM_RESTART_COUNT:-0} + ${ANYLAUNCH_ATTEMPT:-1} ))",
     ]
-    folder = resume.checkpoint_dir(job.spec)
+    folder = checkpoint.checkpoint_dir(job.spec)
     if folder:
-        out.append(resume.shell(folder, RUNTIME_WORD))
-        fill = resume.config_fill(job.spec, f'"$ANYLAUNCH_JOB_DIR/{RECIPE_FILE}"', RUNTIME_WORD)
+        out.append(checkpoint.shell(folder, RUNTIME_WORD))
+        fill = checkpoint.config_fill(job.spec, f'"$ANYLAUNCH_JOB_DIR/{RECIPE_FILE}"', RUNTIME_WORD)
         if fill:
             out.append(fill)
     return out

@@ -86,7 +86,7 @@ def run(
     """Run the job in FILE; after `--`, a COMMAND that replaces the file's command
     (`{config}` in it becomes the path of the recipe without launcher sections).
     A FILE with `steps:` is a workflow: its steps run in dependency order."""
-    from anylaunch import ops
+    from anylaunch.contract import commands
     from anylaunch.errors import UsageError
     from anylaunch.workflow.detect import is_workflow
 
@@ -104,11 +104,11 @@ def run(
     if dry_run:
         sets, words = list(overrides), list(command)
         if as_json:
-            _emit_json(ops.dry_run_file(file, backend, sets, words))
+            _emit_json(commands.dry_run_file(file, backend, sets, words))
         else:
             from anylaunch import api
             from anylaunch.backends.base import get_backend
-            from anylaunch.config import route
+            from anylaunch.jobfile.loader import route
 
             spec = api.load(file, overrides=sets, command=words or None)
             name = route(spec, backend)
@@ -116,8 +116,8 @@ def run(
         return
     from anylaunch.contract.inputs import RunArgs
 
-    args = ops.parse(RunArgs, {**given, "preflight": not no_preflight})
-    job = ops.start(args, warn=None if as_json else _warn)
+    args = commands.parse(RunArgs, {**given, "preflight": not no_preflight})
+    job = commands.start(args, warn=None if as_json else _warn)
     if isinstance(job, str):  # a run of splits
         _finish_run(job, detach=detach, as_json=as_json)
         return
@@ -150,7 +150,7 @@ def _run_workflow(
     no_preflight: bool,
     as_json: bool,
 ) -> None:
-    from anylaunch.workflow import ops as wf
+    from anylaunch.workflow import commands as wf
 
     if dry_run:
         if as_json:
@@ -174,7 +174,7 @@ def _run_workflow(
 
 
 def _show_workflow(summary: dict[str, Any], as_json: bool) -> None:
-    from anylaunch.workflow import ops as wf
+    from anylaunch.workflow import commands as wf
 
     if as_json:
         _emit_json(summary)
@@ -184,7 +184,7 @@ def _show_workflow(summary: dict[str, Any], as_json: bool) -> None:
 
 def _finish_run(run_id: str, *, detach: bool, as_json: bool) -> None:
     """Print a run (and wait for it unless detached); exit 0 only if every split succeeded."""
-    from anylaunch import runs
+    from anylaunch.launch import runs
 
     view = runs.load(run_id)
     if not as_json:
@@ -226,13 +226,13 @@ def _finish_run(run_id: str, *, detach: bool, as_json: bool) -> None:
 @_handles_errors
 def retry(run_id: str, only_failed: bool, detach: bool, as_json: bool) -> None:
     """Resubmit a run's failed splits with the same split ids, after showing why each failed."""
-    from anylaunch import ops
+    from anylaunch.contract import commands
     from anylaunch.contract.inputs import RetryArgs
     from anylaunch.errors import UsageError
 
     if not only_failed:
         raise UsageError("say which splits: anylaunch retry RUN --failed")
-    from anylaunch.workflow import ops as wf
+    from anylaunch.workflow import commands as wf
 
     if wf.is_workflow_id(run_id):
         summary = wf.retry(run_id, note=None if as_json else _note)
@@ -243,8 +243,8 @@ def retry(run_id: str, only_failed: bool, detach: bool, as_json: bool) -> None:
             sys.exit(0 if state == "SUCCEEDED" else 1)
         _show_workflow(summary, as_json)
         return
-    args = ops.parse(RetryArgs, {"run_id": run_id})
-    view, submitted = ops.retry_failed(args, note=None if as_json else _note)
+    args = commands.parse(RetryArgs, {"run_id": run_id})
+    view, submitted = commands.retry_failed(args, note=None if as_json else _note)
     # Nothing resubmitted: nothing to wait for.
     _finish_run(view.id, detach=detach or not submitted, as_json=as_json)
 
@@ -267,13 +267,13 @@ def _warn(check: Any) -> None:
 def preflight(file: str, backend: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Check a job before submitting it: credentials, paths, mounts on the cluster, ports.
     Exit status 2 when a check fails."""
-    from anylaunch import ops
+    from anylaunch.contract import commands
     from anylaunch.contract.inputs import PreflightArgs
 
-    args = ops.parse(
+    args = commands.parse(
         PreflightArgs, {"file": file, "backend": backend, "overrides": list(overrides)}
     )
-    result = ops.preflight(args)
+    result = commands.preflight(args)
     if as_json:
         _emit_json(result)
     else:
@@ -290,7 +290,7 @@ def preflight(file: str, backend: str | None, overrides: tuple[str, ...], as_jso
 
 def _wait(job: Any, *, stream: bool) -> Any:
     from anylaunch.backends.base import get_backend
-    from anylaunch.logs import follow
+    from anylaunch.observe.follow import follow
 
     try:
         if stream:
@@ -324,15 +324,16 @@ def ps(
     show_all: bool, limit: int, states: tuple[str, ...], backend: str | None, as_json: bool
 ) -> None:
     """List jobs, newest first."""
-    from anylaunch import api, ops
+    from anylaunch import api
+    from anylaunch.contract import commands
 
     wanted = [s.upper() for s in states]
     count = None if show_all else limit
     if as_json:
-        _emit_json(ops.job_list(count, wanted, backend))
+        _emit_json(commands.job_list(count, wanted, backend))
         return
     records = api.jobs(limit=count, states=[State(s) for s in wanted], backend=backend)
-    from anylaunch.tables import jobs_table
+    from anylaunch.cli.tables import jobs_table
 
     jobs_table(records)
 
@@ -344,16 +345,16 @@ def ps(
 def status(job_id: str, as_json: bool) -> None:
     """Show a job's state, exit code and state history — or a run's splits, or a
     workflow's steps (resuming a workflow whose controller died)."""
-    from anylaunch import ops
+    from anylaunch.contract import commands
     from anylaunch.workflow.detect import is_workflow_id
 
     if is_workflow_id(job_id):  # the workflow engine is imported only for a workflow
-        from anylaunch.workflow import ops as wf
+        from anylaunch.workflow import commands as wf
 
         _show_workflow(wf.status(job_id), as_json)
         return
 
-    summary = ops.job_status(job_id)
+    summary = commands.job_status(job_id)
     if as_json:
         _emit_json(summary)
         return
@@ -366,11 +367,11 @@ def status(job_id: str, as_json: bool) -> None:
             tries = ", ".join(f"{a['id']} {a['state']}" for a in split["attempts"])
             click.echo(f"  split {split['split_id']}: {split['state']}  [{tries}]")
         return
-    from anylaunch.tables import job_detail
+    from anylaunch.cli.tables import job_detail
 
     stale = None
     if not State(summary["state"]).terminal:
-        from anylaunch.reach import note
+        from anylaunch.observe.reachability import note
         from anylaunch.store import Store
 
         stale = note(Store().root, summary["backend"])
@@ -396,13 +397,14 @@ def logs(
     job_id: str, follow: bool, tail: int | None, node: int | None, since: int, as_json: bool
 ) -> None:
     """Print a job's output (every node, prefixed `[node N]`, unless --node)."""
-    from anylaunch import api, ops
+    from anylaunch import api
+    from anylaunch.contract import commands
     from anylaunch.contract.inputs import LogsArgs
-    from anylaunch.logs import follow as follow_logs
+    from anylaunch.observe.follow import follow as follow_logs
 
-    args = ops.parse(LogsArgs, {"job_id": job_id, "node": node, "tail": tail, "since": since})
+    args = commands.parse(LogsArgs, {"job_id": job_id, "node": node, "tail": tail, "since": since})
     if as_json or since:
-        result = ops.logs(args)
+        result = commands.logs(args)
         if as_json:
             _emit_json(result)
         else:
@@ -414,7 +416,7 @@ def logs(
             click.echo(line)
     else:
         click.echo(job.logs(node=node, tail=tail), nl=False)
-    from anylaunch.reports import profile_reports
+    from anylaunch.observe.reports import profile_reports
 
     for report in profile_reports(job.record):  # where the profiles are, after the text
         click.echo(f"anylaunch: nsys report: {report}", err=True)
@@ -427,9 +429,9 @@ def logs(
 def cancel(job_ids: tuple[str, ...], as_json: bool) -> None:
     """Cancel jobs (or workflows: every step still queued or running); waits until each
     has stopped."""
-    from anylaunch import ops
+    from anylaunch.contract import commands
     from anylaunch.contract.inputs import CancelArgs
-    from anylaunch.workflow import ops as wf
+    from anylaunch.workflow import commands as wf
 
     if any(wf.is_workflow_id(j) for j in job_ids):
         from anylaunch.errors import UsageError
@@ -444,8 +446,8 @@ def cancel(job_ids: tuple[str, ...], as_json: bool) -> None:
                 click.echo("\n".join(wf.lines(summary)))
         return
 
-    args = ops.parse(CancelArgs, {"job_ids": list(job_ids)})
-    results = ops.cancel(args, note=None if as_json else click.echo)
+    args = commands.parse(CancelArgs, {"job_ids": list(job_ids)})
+    results = commands.cancel(args, note=None if as_json else click.echo)
     if as_json:
         _emit_json(results)
 
@@ -550,7 +552,7 @@ def diagnose(job_id: str | None, log_file: str | None, as_json: bool) -> None:
             "give a JOB or --log FILE — for example: anylaunch diagnose --log slurm-42.out"
         )
     if log_file is not None:
-        from anylaunch.diagnose import diagnose_text
+        from anylaunch.observe.diagnose import diagnose_text
 
         try:
             text = open(log_file, encoding="utf-8", errors="replace").read()  # noqa: SIM115
@@ -564,7 +566,7 @@ def diagnose(job_id: str | None, log_file: str | None, as_json: bool) -> None:
         job = api.get(job_id)
         job_id, result = job.id, job.diagnose()
     if as_json:
-        _emit_json(result.to_json(job_id))  # the object ops.diagnose returns
+        _emit_json(result.to_json(job_id))  # the object commands.diagnose returns
         return
     click.echo(
         f"{result.code} ({result.err_class}, {'retryable' if result.retryable else 'not retryable'})"
@@ -608,7 +610,7 @@ def mcp(read_only: bool) -> None:
 def schema(command: tuple[str, ...], show_list: bool) -> None:
     """Print the JSON Schema of COMMAND's --json output (`error` for errors, `mcp TOOL` for
     an MCP tool's result)."""
-    from anylaunch.contract.schemas import all_schemas, render
+    from anylaunch.cli.schemas import all_schemas, render
     from anylaunch.errors import UsageError
 
     files = all_schemas()
@@ -644,10 +646,10 @@ def _node_group_listing(
     @_JSON
     @_handles_errors
     def command(node_group: str | None, as_json: bool) -> None:
-        from anylaunch import ops
+        from anylaunch.contract import commands
         from anylaunch.contract.inputs import NodeGroupArgs
 
-        found, lines = listing(ops.parse(NodeGroupArgs, {"node_group": node_group}))
+        found, lines = listing(commands.parse(NodeGroupArgs, {"node_group": node_group}))
         if as_json:
             _emit_json(found)
             return
@@ -660,9 +662,9 @@ def _node_group_listing(
 @_node_group_listing
 def shapes(args: NodeGroupArgs) -> tuple[dict[str, Any], Iterable[str]]:
     """The resource shapes a job can ask for (lepton.resource_shape)."""
-    from anylaunch import ops
+    from anylaunch.contract import commands
 
-    table = ops.lepton_shapes(args)
+    table = commands.lepton_shapes(args)
     return table, (
         f"{shape_id}  {shape['gpu_count']}x {shape['instance_type']}  cpu {shape['cpu']}"
         f"  memory {shape['memory_in_mb']} MB  {shape['cluster'] or ''}"
@@ -673,9 +675,9 @@ def shapes(args: NodeGroupArgs) -> tuple[dict[str, Any], Iterable[str]]:
 @_node_group_listing
 def volumes(args: NodeGroupArgs) -> tuple[list[dict[str, Any]], Iterable[str]]:
     """The shared volumes of the node groups (what mounts can name)."""
-    from anylaunch import ops
+    from anylaunch.contract import commands
 
-    found = ops.lepton_volumes(args)
+    found = commands.lepton_volumes(args)
     return found, (
         f"{volume['node_group_id']}  {volume['name']}  {volume['type']}  {volume['from']}"
         f"  -> {volume['mount_path']}"

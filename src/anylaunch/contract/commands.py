@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from anylaunch.contract import inputs
-    from anylaunch.preflight import Check
-    from anylaunch.runs import RunView
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
+    from anylaunch.launch.preflight import Check
+    from anylaunch.launch.runs import RunView
 
     M = TypeVar("M", bound=BaseModel)
 
@@ -86,11 +86,11 @@ def dry_run_file(
 ) -> dict[str, Any]:
     """The dry-run of a job file, for arguments already checked (`dry_run`'s model, or
     `contract.quick` in the CLI)."""
-    from anylaunch.config import route
+    from anylaunch.jobfile.loader import route
     from anylaunch.workflow.detect import is_workflow
 
     if is_workflow(path):
-        from anylaunch.workflow import ops as workflows
+        from anylaunch.workflow import commands as workflows
 
         return workflows.dry_run(path, None, None)
 
@@ -102,8 +102,8 @@ def dry_run_file(
 
 def start(args: inputs.RunArgs, *, warn: Callable[[Check], None] | None = None) -> api.Job | str:
     """Preflight (unless switched off), then submit: a Job, or the id of a run of splits."""
-    from anylaunch.config import route
-    from anylaunch.preflight import PreflightFailed, failed
+    from anylaunch.jobfile.loader import route
+    from anylaunch.launch.preflight import PreflightFailed, failed
 
     spec = load(args)
     name = route(spec, args.backend)
@@ -115,7 +115,7 @@ def start(args: inputs.RunArgs, *, warn: Callable[[Check], None] | None = None) 
         if failed(checks):
             raise PreflightFailed(failed(checks))
     if spec.splits is not None:
-        from anylaunch import splits
+        from anylaunch.launch import splits
 
         # The same command again resumes its unfinished run (e.g. after a crash mid-submit).
         run = splits.launch(spec, backend=name, check=False, key=splits.run_key(spec, name))
@@ -126,7 +126,7 @@ def start(args: inputs.RunArgs, *, warn: Callable[[Check], None] | None = None) 
 def started(what: api.Job | str) -> dict[str, Any]:
     """What `run --detach --json` prints: the job, or the run of splits."""
     if isinstance(what, str):
-        from anylaunch import runs
+        from anylaunch.launch import runs
 
         return runs.load(what).to_json()
     return what.record.summary()
@@ -136,7 +136,7 @@ def started(what: api.Job | str) -> dict[str, Any]:
 
 
 def preflight(args: inputs.PreflightArgs) -> dict[str, Any]:
-    from anylaunch.preflight import failed
+    from anylaunch.launch.preflight import failed
 
     checks = api.checks(load(args), args.backend, deep=True)
     checks_json = [c.to_json() for c in checks]
@@ -166,17 +166,17 @@ def status(args: inputs.RunOrJobRef) -> dict[str, Any]:
 def job_status(job_id: str) -> dict[str, Any]:
     """`status` of an id already checked (`status`'s model, or `contract.quick` in the CLI)."""
     from anylaunch.errors import JobNotFound
-    from anylaunch.reports import profile_reports
+    from anylaunch.observe.reports import profile_reports
     from anylaunch.workflow.detect import is_workflow_id
 
     if is_workflow_id(job_id):
-        from anylaunch.workflow import ops as workflows
+        from anylaunch.workflow import commands as workflows
 
         return workflows.status(job_id)
     try:
         job = api.get(job_id)
     except JobNotFound:
-        from anylaunch import runs
+        from anylaunch.launch import runs
 
         return runs.load(job_id).to_json()
     job.status()
@@ -223,7 +223,7 @@ def diagnose(args: inputs.JobRef) -> dict[str, Any]:
 
 def cancel(args: inputs.CancelArgs, *, note: Note | None = None) -> Any:
     """Cancel each job and wait until it stopped: one summary, or a list for several."""
-    from anylaunch.workflow import ops as workflows
+    from anylaunch.workflow import commands as workflows
 
     results = []
     for job_id in args.job_ids:
@@ -244,7 +244,7 @@ def cancel(args: inputs.CancelArgs, *, note: Note | None = None) -> Any:
 def retry_failed(args: inputs.RetryArgs, *, note: Note | None = None) -> tuple[RunView, bool]:
     """Resubmit a run's failed splits (and any a crash left unsubmitted) with their split
     ids, saying why each failed; the run, and whether anything was submitted."""
-    from anylaunch import runs
+    from anylaunch.launch import runs
 
     say = note or (lambda _text: None)
     view = runs.load(args.run_id)

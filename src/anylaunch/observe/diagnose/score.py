@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
-from anylaunch.diagnose import rules
-from anylaunch.diagnose.engine import Diagnosis, diagnose_text, find
-from anylaunch.diagnose.lines import parse
-from anylaunch.diagnose.signals import MEANINGS
+from anylaunch.observe.diagnose import rules
+from anylaunch.observe.diagnose.engine import Diagnosis, diagnose_text, find
+from anylaunch.observe.diagnose.lines import parse
+from anylaunch.observe.diagnose.signals import MEANINGS
 
 
 @dataclass(frozen=True, kw_only=True)

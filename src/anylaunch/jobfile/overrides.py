@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from anylaunch.errors import ConfigError
-from anylaunch.yamlsrc import KeyPath, Located, Origin
+from anylaunch.jobfile.yamlsrc import KeyPath, Located, Origin
 
 
 def parse_override(text: str) -> tuple[tuple[str, ...], Any]:

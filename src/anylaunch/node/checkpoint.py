@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from anylaunch import runtime
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 RESUME_ENV = "ANYLAUNCH_RESUME_FROM"
 CHECKPOINT_ENV = "ANYLAUNCH_CHECKPOINT_DIR"

@@ -4,7 +4,7 @@ Generated from the models in `contract.outputs`; the committed copies in docs/sc
 are what programs rely on, and a test keeps them equal to these. After changing an
 output model, rewrite them with:
 
-    python -m anylaunch.contract.schemas docs/schemas
+    python -m anylaunch.cli.schemas docs/schemas
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from anylaunch.errors import ConfigError, UsageError
 from anylaunch.node import command
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -125,7 +125,7 @@ def _command(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]
 def _recipe_keys(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
     # Top-level keys are the program's: a lookalike of a launcher key may be a typo, or a
     # real recipe key (AutoModel's diffusion recipes have `output:`). Never a refusal.
-    from anylaunch.config import recipe_key_lookalikes
+    from anylaunch.jobfile.loader import recipe_key_lookalikes
 
     return [
         Check(
@@ -188,7 +188,7 @@ def _storage(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]
 
 def _profiling(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
     """nsys is for short runs; its overhead and reports are large."""
-    from anylaunch.spec import Profile
+    from anylaunch.jobfile.spec import Profile
 
     profile = spec.profile or Profile()
     if not profile.enabled(spec):
@@ -244,14 +244,14 @@ _NO_PYTHON_IMAGES = (
 
 def in_job_steps(spec: JobSpec, backend: str) -> list[str]:
     """anylaunch's own steps that run inside the job's image on this backend."""
-    from anylaunch import resume
+    from anylaunch.node import checkpoint
 
     if backend not in ("lepton", "skypilot") or not spec.image:
         return []  # local and Slurm run them on the node itself, outside any container
     steps = []
     if backend == "lepton" and (spec.inputs or spec.outputs):
         steps.append("stage-in")
-    if resume.checkpoint_dir(spec):
+    if checkpoint.checkpoint_dir(spec):
         steps.append("resume")
     return steps
 

@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from anylaunch import api, logread
+from anylaunch import api
+from anylaunch.observe import logfile
 
 if TYPE_CHECKING:
     from anylaunch.api import Job
@@ -32,7 +33,7 @@ def follow(
     secrets = job.secrets()
     wait = min(0.02, interval)
     quick_until = time.monotonic() + 5.0
-    seen = logread.Offsets()
+    seen = logfile.Offsets()
     first = True
     while True:
         # State first: lines written before it are read below. A job UNKNOWN for good
@@ -44,7 +45,7 @@ def follow(
             lines = seen.read(source, job.record.job_dir, final=terminal)
             if first and tail is not None:
                 lines = lines[-tail:] if tail > 0 else []
-            for line in logread.masked(lines, secrets):
+            for line in logfile.masked(lines, secrets):
                 yield f"[node {source.node}] {line}" if prefix else line
         first = False
         if terminal:

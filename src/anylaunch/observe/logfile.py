@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from anylaunch import leftovers
 from anylaunch.backends.base import LogSource
-from anylaunch.redact import mask
+from anylaunch.jobfile.secrets import mask
+from anylaunch.observe import jobfiles
 
 
 @dataclass
@@ -109,7 +109,7 @@ def _size(path: str | None, root: str) -> int:
     if not path:
         return 0
     try:
-        return leftovers.size_inside(root, path)
+        return jobfiles.size_inside(root, path)
     except OSError:  # absent, unreadable, or refused (a link): nothing to show
         return 0
 
@@ -118,6 +118,6 @@ def _bytes(path: str | None, root: str, start: int) -> bytes:
     if not path:
         return b""
     try:
-        return leftovers.read_inside(root, path, start)
+        return jobfiles.read_inside(root, path, start)
     except OSError:
         return b""

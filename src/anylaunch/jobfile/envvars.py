@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, field_serializer
 
-from anylaunch.redact import MASK, is_secret_name
+from anylaunch.jobfile.secrets import MASK, is_secret_name
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from anylaunch.redact import is_secret_name
-from anylaunch.yamlsrc import KeyPath, Located
+from anylaunch.jobfile.secrets import is_secret_name
+from anylaunch.jobfile.yamlsrc import KeyPath, Located
 
 _TOKEN = re.compile(r"\$\$|\$\{([^}]*)\}|\$\{")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

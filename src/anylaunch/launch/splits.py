@@ -17,14 +17,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from anylaunch import api, config, submission
+from anylaunch import api
 from anylaunch.backends.base import Backend, get_backend
 from anylaunch.errors import UsageError
+from anylaunch.jobfile import loader
+from anylaunch.launch import pipeline
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 SPLIT_ENV = "SPLIT_ID"
 VALUE_ENV = "SPLIT_VALUE"
@@ -69,10 +71,10 @@ def launch(
     if not split_ids or len(set(split_ids)) != len(split_ids) or min(split_ids) < 0:
         raise UsageError(f"splits must be a count >= 1 or distinct ids >= 0, not {splits!r}")
     store = store or Store()
-    name = config.route(spec, backend)
+    name = loader.route(spec, backend)
     spec = api.with_storage_env(spec)
     if check:  # once for the run, not once per split
-        submission.check(spec, name)
+        pipeline.check(spec, name)
     if key is not None and run_id is None:
         existing = store.open_run(key)
         if existing is not None:
@@ -88,7 +90,7 @@ def launch(
             return resume(winner, spec, store=store, max_parallel=max_parallel)
     else:
         store.add_many(records)
-    submission.send(batch, store, max_parallel)
+    pipeline.send(batch, store, max_parallel)
     return Run(run_id, [api.Job(store.get(r.id), store) for r in records], store)
 
 
@@ -135,7 +137,7 @@ def resume(run_id: str, spec: JobSpec, *, store: Store, max_parallel: int = 8) -
         batch = render(spec, impl, store, run_id, [(r.split_id or 0, r.id) for r in todo], True)
         for record in batch.records:
             store.set_plan(record.id, record.plan)
-        submission.send(batch, store, max_parallel)
+        pipeline.send(batch, store, max_parallel)
     run = Run(run_id, [api.Job(store.get(r.id), store) for r in latest.values()], store)
     run.submitted = sorted(r.split_id or 0 for r in todo)
     return run
@@ -148,10 +150,10 @@ def render(
     run_id: str,
     splits: Sequence[tuple[int, str]],
     recorded: bool = False,
-) -> submission.Batch:
+) -> pipeline.Batch:
     """Render each (split id, job id) of a run: one array plan shared by all where the
     backend submits arrays, one plan each elsewhere. `recorded`: a resumed run's jobs."""
-    return submission.render(
+    return pipeline.render(
         impl, spec, store, splits, run_id=run_id, recorded=recorded, array=True,
         per_job=split_env(spec),
     )  # fmt: skip

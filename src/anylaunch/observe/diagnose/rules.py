@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from anylaunch.diagnose import keywords
-from anylaunch.diagnose.classes import BY_CODE, CLASSES, PRECEDENCE, Class
+from anylaunch.observe.diagnose import keywords
+from anylaunch.observe.diagnose.classes import BY_CODE, CLASSES, PRECEDENCE, Class
 
 STRONG, WEAK = 2, 1
 

@@ -5,6 +5,6 @@ log lines of every node to one class, its cause, a fix, and the evidence.
 its node and rank; `engine` picks the root cause over the cascade that follows it.
 """
 
-from anylaunch.diagnose.engine import Diagnosis, diagnose_lines, diagnose_text
+from anylaunch.observe.diagnose.engine import Diagnosis, diagnose_lines, diagnose_text
 
 __all__ = ["Diagnosis", "diagnose_lines", "diagnose_text"]

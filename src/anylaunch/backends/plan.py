@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from anylaunch.errors import ConfigError
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 
 # A backend's payload: its own TypedDict (`SlurmPayload`, `LeptonPayload`, ...), so the
@@ -67,6 +67,6 @@ def check_runnable(spec: JobSpec, backend: str) -> None:
 
 def spec_error(spec: JobSpec, key: str, what: str, fix: str) -> ConfigError:
     """A ConfigError about the job file's top-level `key`, with the line it is on."""
-    from anylaunch.yamlsrc import line_of
+    from anylaunch.jobfile.yamlsrc import line_of
 
     return ConfigError(what, file=spec.source, line=line_of(spec.source, (key,)), key=key, fix=fix)

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from anylaunch import api
 from anylaunch.errors import JobNotFound, UsageError
-from anylaunch.redact import MASK
+from anylaunch.jobfile.secrets import MASK
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 RETRIED_STATES = (State.FAILED, State.TIMEOUT, State.PREEMPTED)
 
@@ -96,7 +96,7 @@ def retry_failed(
     view: RunView, store: Store | None = None, environ: Mapping[str, str] | None = None
 ) -> list[int]:
     """Resubmit the failed splits with their split ids; return those ids."""
-    from anylaunch import splits as run_splits
+    from anylaunch.launch import splits as run_splits
 
     store = store or Store()
     failed = view.failed()
@@ -112,7 +112,7 @@ def resume_unsent(
 ) -> list[int]:
     """Submit the splits a crashed `run` recorded but never handed to the backend (after
     asking the backend which it has: see `api.reconcile`); return the ids submitted."""
-    from anylaunch import splits as run_splits
+    from anylaunch.launch import splits as run_splits
 
     store = store or Store()
     todo = run_splits.unsent(view.id, store)
@@ -127,8 +127,8 @@ def spec_of(
 ) -> JobSpec:
     """The run's spec rebuilt from the store (with every split's value), secrets put back
     from the environment."""
-    from anylaunch import splits as run_splits
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
+    from anylaunch.launch import splits as run_splits
 
     base = store.get(view.splits[split_id][-1].id).spec
     values = {

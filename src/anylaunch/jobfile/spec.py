@@ -27,13 +27,13 @@ from pydantic import (
     model_validator,
 )
 
-from anylaunch import shellwords
 from anylaunch.backends.base import backend_class
 from anylaunch.backends.base import names as backend_names
-from anylaunch.envvars import EnvVars
-from anylaunch.limits import check_command
-from anylaunch.mounts import Mount
-from anylaunch.redact import is_secret_name, masked_env
+from anylaunch.jobfile import shellwords
+from anylaunch.jobfile.envvars import EnvVars
+from anylaunch.jobfile.limits import check_command
+from anylaunch.jobfile.mounts import Mount
+from anylaunch.jobfile.secrets import is_secret_name, masked_env
 from anylaunch.storage.uri import parse_s3, validate_location
 
 S3Location = Annotated[str, AfterValidator(lambda uri: str(parse_s3(uri)) and uri)]

@@ -1,7 +1,7 @@
 """docs/json.md, written from the same models as docs/schemas/: what each command's
 `--json` prints, object by object, so the page cannot say something the schemas do not.
 
-    python -m anylaunch.contract.jsondoc > docs/json.md
+    python -m anylaunch.cli.jsondoc > docs/json.md
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from anylaunch.contract.schemas import COMMANDS, command_schema
+from anylaunch.cli.schemas import COMMANDS, command_schema
 
 INTRO = """\
 # JSON output
@@ -45,7 +45,7 @@ and message) and a diagnosis's `first_failure`; they carry no `id` or `kind`.
 A failed command prints the `error` object on stdout (exit status 1, or 2 for bad
 input). The machine-readable JSON Schemas are in docs/schemas/ (`anylaunch schema
 COMMAND` prints one). This page is written from the same models by
-`python -m anylaunch.contract.jsondoc > docs/json.md`, and a test keeps it current.
+`python -m anylaunch.cli.jsondoc > docs/json.md`, and a test keeps it current.
 """
 
 

@@ -16,13 +16,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from anylaunch import automodel, interpolate, limits, overrides
 from anylaunch.backends.base import names as backend_names
 from anylaunch.backends.section import Sized
 from anylaunch.errors import ConfigError
-from anylaunch.pins import Pins
-from anylaunch.spec import JobSpec, section_model
-from anylaunch.yamlsrc import KeyPath, Located, format_path, parse, text_keys
+from anylaunch.jobfile import automodel, interpolate, limits, overrides
+from anylaunch.jobfile.pins import Pins
+from anylaunch.jobfile.spec import JobSpec, section_model
+from anylaunch.jobfile.yamlsrc import KeyPath, Located, format_path, parse, text_keys
 
 # Top-level keys the launcher owns, besides each backend's section (`launcher_keys`);
 # anything else is the training program's recipe.

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from anylaunch.errors import ConfigError
-from anylaunch.yamlsrc import KeyPath, Located, parse
+from anylaunch.jobfile.yamlsrc import KeyPath, Located, parse
 
 PINS_FILE = "versions.yaml"
 

@@ -14,7 +14,7 @@ import glob
 import os
 import re
 
-from anylaunch import leftovers
+from anylaunch.observe import jobfiles
 from anylaunch.store import JobRecord
 
 
@@ -29,7 +29,7 @@ def profile_reports(record: JobRecord) -> list[str]:
 
 def open_report(record: JobRecord, path: str) -> int:
     """A file descriptor of one listed report, opened without following any link."""
-    return leftovers.open_inside(_root(record, _pattern(record)), path)
+    return jobfiles.open_inside(_root(record, _pattern(record)), path)
 
 
 def _pattern(record: JobRecord) -> str:
@@ -49,7 +49,7 @@ def _root(record: JobRecord, pattern: str) -> str:
 
 def _plain(root: str, path: str) -> bool:
     try:
-        os.close(leftovers.open_inside(root, path))
+        os.close(jobfiles.open_inside(root, path))
     except OSError:
         return False
     return True

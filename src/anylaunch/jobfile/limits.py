@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from anylaunch.errors import ConfigError
 
 if TYPE_CHECKING:
-    from anylaunch.spec import JobSpec
+    from anylaunch.jobfile.spec import JobSpec
 
 # AutoModel recipes are a few KiB, and a recipe may carry a list of 150,000 numbers
 # (a few MiB written out); a file past this holds data, not settings.

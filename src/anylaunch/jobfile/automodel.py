@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from anylaunch.spec import JobSpec, Profile
+from anylaunch.jobfile.spec import JobSpec, Profile
 
 # AutoModel's sbatch template exports these on every Slurm job.
 SLURM_ENV = {

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from anylaunch.backends.base import ArraySubmission, Backend, PlanContext
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
-from anylaunch.redact import masked_env
+from anylaunch.jobfile.secrets import masked_env
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
 if TYPE_CHECKING:
-    from anylaunch.plan import Plan
-    from anylaunch.spec import JobSpec
+    from anylaunch.backends.plan import Plan
+    from anylaunch.jobfile.spec import JobSpec
 
 ATTEMPT_ENV = "ANYLAUNCH_ATTEMPT"
 
@@ -61,7 +61,7 @@ class Batch:
 
 def check(spec: JobSpec, backend: str) -> None:
     """The quick preflight checks: PreflightFailed (nothing stored) if one fails."""
-    from anylaunch import preflight
+    from anylaunch.launch import preflight
 
     failures = preflight.failed(preflight.run(spec, backend))
     if failures:

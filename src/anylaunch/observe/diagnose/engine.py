@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from anylaunch.diagnose import rules, signals
-from anylaunch.diagnose.classes import BY_CODE, PRECEDENCE
-from anylaunch.diagnose.lines import LogLine, is_warning, parse
+from anylaunch.observe.diagnose import rules, signals
+from anylaunch.observe.diagnose.classes import BY_CODE, PRECEDENCE
+from anylaunch.observe.diagnose.lines import LogLine, is_warning, parse
 
 # Backend states that are the diagnosis by themselves.
 _STATE_VERDICT = {"TIMEOUT": "TIME_LIMIT", "PREEMPTED": "PREEMPTED", "CANCELLED": "CANCELLED"}

@@ -1,0 +1,2 @@
+"""The job file: YAML with line marks, `${VAR}` and pins, `--set`, AutoModel
+recipes, and the checks that turn it into a JobSpec."""
