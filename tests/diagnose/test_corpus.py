@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch.diagnose import rules, score
+from anylaunch.observe.diagnose import rules, score
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 CASES = score.load(CORPUS)
@@ -34,7 +34,7 @@ def test_every_rule_is_exercised_by_a_corpus_message():
 
 
 def test_every_signal_meaning_is_exercised():
-    from anylaunch.diagnose.signals import MEANINGS
+    from anylaunch.observe.diagnose.signals import MEANINGS
 
     missing = set(MEANINGS) - score.signals_read(CASES) - {4, 8, 1, 2}
     assert missing == set()
