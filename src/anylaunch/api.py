@@ -20,9 +20,9 @@ from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, Update, busy_elsewhere, new_id
 
 if TYPE_CHECKING:
+    from anylaunch.backends.checks import Check
     from anylaunch.backends.plan import Plan
     from anylaunch.jobfile.spec import JobSpec
-    from anylaunch.launch.preflight import Check
     from anylaunch.observe.diagnose import Diagnosis
 
 

@@ -15,19 +15,19 @@ plan's node count and the reading and masking of logs, and the secret values han
 
 from __future__ import annotations
 
-import importlib
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from anylaunch.backends import registry
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from anylaunch.backends.checks import Check
     from anylaunch.backends.plan import Plan
     from anylaunch.jobfile.spec import JobSpec
-    from anylaunch.launch.preflight import Check
     from anylaunch.state import State
     from anylaunch.store import JobRecord, Store
 
@@ -187,46 +187,6 @@ class ArraySubmission(Protocol):
         ...
 
 
-# The registry: a backend's name -> "module:Class", imported only when first used, so
-# that `--help` pays for none of them. Adding a backend to anylaunch is one line here.
-_REGISTRY = {
-    "local": "anylaunch.backends.local.backend:LocalBackend",
-    "lepton": "anylaunch.backends.lepton.backend:LeptonBackend",
-    "slurm": "anylaunch.backends.slurm.backend:SlurmBackend",
-    "skypilot": "anylaunch.backends.skypilot.backend:SkyPilotBackend",
-}
-# A backend that lives outside the package (a plugin, a test) is one entry in this
-# variable instead: "name=module:Class", several separated by commas.
-ENV_VAR = "ANYLAUNCH_BACKENDS"
-
-
-def register(name: str, target: str) -> None:
-    """Make a backend available as `name` in this process (`target`: "module:Class")."""
-    _REGISTRY[name] = target
-
-
-def names() -> list[str]:
-    """Every backend that can be used: the built-in ones, then the registered ones."""
-    return list(_targets())
-
-
-def _targets() -> dict[str, str]:
-    from anylaunch.errors import UsageError
-
-    found = dict(_REGISTRY)
-    for item in os.environ.get(ENV_VAR, "").split(","):
-        name, sep, target = item.strip().partition("=")
-        if not item.strip():
-            continue
-        if not (sep and name and ":" in target):
-            raise UsageError(
-                f"{ENV_VAR}: '{item.strip()}' is not name=module:Class"
-                f" — fix it (e.g. toy=mypackage.backend:ToyBackend) or unset {ENV_VAR}"
-            )
-        found[name] = target
-    return found
-
-
 def get_backend(name: str) -> Backend:
     """The backend called `name`, its module imported now."""
     return backend_class(name)()
@@ -234,16 +194,7 @@ def get_backend(name: str) -> Backend:
 
 def backend_class(name: str) -> type[Backend]:
     """The class of the backend called `name` (its module imported now)."""
-    from anylaunch.errors import UsageError
-
-    target = _targets().get(name)
-    if target is None:
-        raise UsageError(
-            f"the {name} backend is not available in this version — use --backend local",
-            code="BACKEND_UNAVAILABLE",
-        )
-    module, _, cls = target.partition(":")
-    found = vars(importlib.import_module(module))[cls]
+    found = registry.load(name)
     if not (isinstance(found, type) and issubclass(found, Backend)):
-        raise TypeError(f"{target} is not an anylaunch Backend")
+        raise TypeError(f"{registry.target(name)} is not an anylaunch Backend")
     return found

@@ -18,9 +18,9 @@ from anylaunch.store import home
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from anylaunch.backends.checks import Check
     from anylaunch.contract import inputs
     from anylaunch.jobfile.spec import JobSpec
-    from anylaunch.launch.preflight import Check
     from anylaunch.launch.runs import RunView
 
     M = TypeVar("M", bound=BaseModel)
@@ -102,8 +102,9 @@ def dry_run_file(
 
 def start(args: inputs.RunArgs, *, warn: Callable[[Check], None] | None = None) -> api.Job | str:
     """Preflight (unless switched off), then submit: a Job, or the id of a run of splits."""
+    from anylaunch.backends.checks import failed
     from anylaunch.jobfile.loader import route
-    from anylaunch.launch.preflight import PreflightFailed, failed
+    from anylaunch.launch.preflight import PreflightFailed
 
     spec = load(args)
     name = route(spec, args.backend)
@@ -136,7 +137,7 @@ def started(what: api.Job | str) -> dict[str, Any]:
 
 
 def preflight(args: inputs.PreflightArgs) -> dict[str, Any]:
-    from anylaunch.launch.preflight import failed
+    from anylaunch.backends.checks import failed
 
     checks = api.checks(load(args), args.backend, deep=True)
     checks_json = [c.to_json() for c in checks]

@@ -1,6 +1,6 @@
 """How command arguments and `--json` outputs name a backend.
 
-The backends are the registry's (`base.names()`: the built-in ones and those registered
+The backends are the registry's (`registry.names()`: the built-in ones and those registered
 from outside the package), so a backend's name is a plain string here, checked against
 the registry when a job is routed; no list of backends is kept anywhere else.
 """

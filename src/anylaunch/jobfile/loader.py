@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from anylaunch.backends.base import names as backend_names
+from anylaunch.backends.registry import names as backend_names
 from anylaunch.backends.section import Sized
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile import automodel, interpolate, limits, overrides

@@ -27,8 +27,8 @@ from pydantic import (
     model_validator,
 )
 
-from anylaunch.backends.base import backend_class
-from anylaunch.backends.base import names as backend_names
+from anylaunch.backends import registry
+from anylaunch.backends.registry import names as backend_names
 from anylaunch.jobfile import shellwords
 from anylaunch.jobfile.envvars import EnvVars
 from anylaunch.jobfile.limits import check_command
@@ -63,7 +63,8 @@ class _BuiltinSection(Generic[_Section]):
 def section_model(backend: str) -> type[BaseModel] | None:
     """The pydantic model of a backend's section (`slurm:` -> SlurmSection), which the
     backend declares in its own folder (`Backend.section`); None if it has none."""
-    return backend_class(backend).section
+    section = getattr(registry.load(backend), "section", None)
+    return cast("type[BaseModel] | None", section)
 
 
 @functools.cache

@@ -61,9 +61,10 @@ class Batch:
 
 def check(spec: JobSpec, backend: str) -> None:
     """The quick preflight checks: PreflightFailed (nothing stored) if one fails."""
+    from anylaunch.backends.checks import failed
     from anylaunch.launch import preflight
 
-    failures = preflight.failed(preflight.run(spec, backend))
+    failures = failed(preflight.run(spec, backend))
     if failures:
         raise preflight.PreflightFailed(failures)
 

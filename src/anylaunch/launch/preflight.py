@@ -15,41 +15,15 @@ import shutil
 import socket
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
+from anylaunch.backends.checks import Check, Checks
 from anylaunch.errors import ConfigError, UsageError
 from anylaunch.node import command
 
 if TYPE_CHECKING:
     from anylaunch.jobfile.spec import JobSpec
-
-Status = Literal["ok", "warn", "fail"]
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    message: str
-    fix: str | None = None
-
-    def to_json(self) -> dict[str, str | None]:
-        return {"id": self.name, "kind": "check", **asdict(self)}
-
-
-class Checks(list[Check]):
-    """Checks in the order they ran; `ok`, `warn` and `fail` add one."""
-
-    def ok(self, name: str, message: str) -> None:
-        self.append(Check(name, "ok", message))
-
-    def warn(self, name: str, message: str, fix: str | None) -> None:
-        self.append(Check(name, "warn", message, fix))
-
-    def fail(self, name: str, message: str, fix: str | None) -> None:
-        self.append(Check(name, "fail", message, fix))
 
 
 class PreflightFailed(UsageError):
@@ -108,10 +82,6 @@ def run(
     if backend == "local":
         checks += _local(spec)
     return checks + get_backend(backend).preflight(spec, deep=deep)
-
-
-def failed(checks: list[Check]) -> list[Check]:
-    return [c for c in checks if c.status == "fail"]
 
 
 def _command(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:

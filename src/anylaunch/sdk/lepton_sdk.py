@@ -116,11 +116,12 @@ class LeptonSDK:
                 "lepton": {k: v for k, v in section.items() if v is not None},
             }
         )
+        from anylaunch.backends.checks import failed
         from anylaunch.launch import preflight
 
         checks = preflight.run(api.with_storage_env(spec), "lepton", environ=self._environ())
-        if preflight.failed(checks):
-            raise preflight.PreflightFailed(preflight.failed(checks))
+        if failed(checks):
+            raise preflight.PreflightFailed(failed(checks))
         return api.submit(spec, self._backend(), check=False).id
 
     # -- workspace ------------------------------------------------------------------

@@ -30,7 +30,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from anylaunch.backends.base import names as backend_names
+from anylaunch.backends.registry import names as backend_names
 from anylaunch.cli.tables import age
 from anylaunch.errors import AnylaunchError, JobNotFound
 from anylaunch.state import State

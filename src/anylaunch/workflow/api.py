@@ -102,7 +102,8 @@ def start(
 def preflight(workflow: Workflow, selected: list[str]) -> None:
     """Each step's quick checks before anything is recorded; an input that an earlier
     step of this run writes is not there yet, so it is left out of the checks."""
-    from anylaunch.launch import preflight as checks
+    from anylaunch.backends.checks import failed
+    from anylaunch.launch.preflight import PreflightFailed
 
     failures = []
     for sid in selected:
@@ -112,9 +113,9 @@ def preflight(workflow: Workflow, selected: list[str]) -> None:
         if produced:
             kept = {k: v for k, v in spec.inputs.items() if k not in produced}
             spec = spec.model_copy(update={"inputs": kept})
-        failures += checks.failed(jobs_api.checks(spec, step.backend))
+        failures += failed(jobs_api.checks(spec, step.backend))
     if failures:
-        raise checks.PreflightFailed(failures)
+        raise PreflightFailed(failures)
 
 
 def get(workflow_id: str, store: Store | None = None) -> WorkflowRun:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from anylaunch.backends.base import names as backend_names
+from anylaunch.backends.registry import names as backend_names
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile import loader
 from anylaunch.jobfile.spec import JobSpec

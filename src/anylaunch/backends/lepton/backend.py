@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel
 
 from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
+from anylaunch.backends.checks import Check, Checks
 from anylaunch.backends.lepton import plan as lepton_plan
 from anylaunch.backends.lepton import resolve, states
 from anylaunch.backends.lepton.config import LeptonSection
@@ -26,7 +27,6 @@ from anylaunch.backends.lepton.rest.errors import LeptonError, LeptonNotFound, L
 from anylaunch.backends.plan import Plan
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
 from anylaunch.jobfile.spec import JobSpec
-from anylaunch.launch.preflight import Check, Checks
 from anylaunch.state import State
 
 if TYPE_CHECKING:  # the client (httpx) is imported when a call is made, not by a dry-run

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import importlib.util
 
+from anylaunch.backends.checks import Check, Checks
 from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.skypilot.validate import INSTALL
 from anylaunch.jobfile.spec import JobSpec
-from anylaunch.launch.preflight import Check, Checks
 from anylaunch.node import checkpoint
 
 

@@ -27,8 +27,8 @@ from anylaunch.observe.reachability import Unreachable
 from anylaunch.state import State
 
 if TYPE_CHECKING:
+    from anylaunch.backends.checks import Check
     from anylaunch.backends.slurm import parse
-    from anylaunch.launch.preflight import Check
     from anylaunch.store import JobRecord, Store
 
 # The commands (subprocess, shutil) and the preflight checks are imported by the methods

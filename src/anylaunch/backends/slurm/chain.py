@@ -440,10 +440,11 @@ def _refresh(ordered: list[Step], store: Store) -> dict[str, list[JobRecord]]:
 
 def _preflight(ordered: list[Step]) -> None:
     """Every step's quick checks before the first sbatch: a graph is sent whole or not."""
+    from anylaunch.backends.checks import failed
     from anylaunch.launch import preflight
 
     for step in ordered:
-        failures = preflight.failed(preflight.run(api.with_storage_env(step.spec), BACKEND))
+        failures = failed(preflight.run(api.with_storage_env(step.spec), BACKEND))
         if failures:
             raise preflight.PreflightFailed(failures)
 

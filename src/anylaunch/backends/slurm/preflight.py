@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 
+from anylaunch.backends.checks import Check, Checks
 from anylaunch.backends.slurm import commands
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.errors import BackendError
 from anylaunch.jobfile.spec import JobSpec
-from anylaunch.launch.preflight import Check, Checks
 
 # A job killed at its time limit loses what it did since its last checkpoint; leave at
 # least 10 minutes after the last checkpoint write for it to finish and be written.
