@@ -29,6 +29,7 @@ from anylaunch.backends.lepton.plan import LABEL_JOB_ID
 from anylaunch.jobfile import loader
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.launch import splits
+from anylaunch.launch.resolve import resolve
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
 from bench.common import Row, bench_record, failed, interleaved, median_ms, ms
@@ -108,7 +109,7 @@ def _workspace() -> Iterator[tuple[JobSpec, Store, httpx.Client]]:
 def _launch(spec: JobSpec, store: Store) -> list[str]:
     """The splits through anylaunch's own bounded-concurrency path (or a pool like it)."""
     if "max_parallel" in inspect.signature(splits.launch).parameters:
-        run_ = splits.launch(spec, SPLITS, "lepton", store=store, max_parallel=PARALLEL)
+        run_ = splits.launch(resolve(spec, "lepton"), SPLITS, store=store, max_parallel=PARALLEL)
         return [job.id for job in run_.jobs]
     run_id = new_id()
     with ThreadPoolExecutor(PARALLEL) as pool:  # before splits.launch had max_parallel

@@ -21,6 +21,7 @@ from anylaunch.backends.base import ArraySubmission, get_backend
 from anylaunch.jobfile import loader
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.launch import splits
+from anylaunch.launch.resolve import resolve
 from anylaunch.store import Store, new_id
 from bench.common import Row, failed, interleaved, median_ms, ms, skipped
 
@@ -90,6 +91,5 @@ def _rows(home: Path, rounds: int) -> list[Row]:
 
 def _run(spec: JobSpec, backend: str, store: Store) -> None:
     """What `splits.launch` renders for a run of SPLITS, without recording or submitting it."""
-    run_spec = api.with_storage_env(spec)
     jobs = [(i, new_id()) for i in range(SPLITS)]
-    splits.render(run_spec, get_backend(backend), store, new_id(), jobs)
+    splits.render(resolve(spec, backend), store, new_id(), jobs)

@@ -24,6 +24,7 @@ from anylaunch import api
 from anylaunch.backends.slurm import commands, parse
 from anylaunch.jobfile import loader
 from anylaunch.launch import splits
+from anylaunch.launch.resolve import resolve
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 from bench.common import (
@@ -92,7 +93,7 @@ def _submit(spec: object, store: Store, natives: list[str], rounds: int) -> Row:
 
     def ours() -> None:
         before = commands.CALLS["sbatch"]
-        run_ = splits.launch(spec, 100, "slurm", store=store)  # type: ignore[arg-type]
+        run_ = splits.launch(resolve(spec, "slurm"), 100, store=store)
         sbatches.append(commands.CALLS["sbatch"] - before)
         natives.append(run_.jobs[0].record.meta["array_job_id"])
 
@@ -116,7 +117,7 @@ def _submit(spec: object, store: Store, natives: list[str], rounds: int) -> Row:
 
 def _poll(spec: object, store: Store, natives: list[str], rounds: int) -> list[Row]:
     """Tracked sets of 1, 100 and 1,000 held array tasks, plus one forgotten job each."""
-    big = splits.launch(spec, 1000, "slurm", store=store)  # type: ignore[arg-type]
+    big = splits.launch(resolve(spec, "slurm"), 1000, store=store)
     natives.append(big.jobs[0].record.meta["array_job_id"])
     records = [job.record for job in big.jobs]
     rows = []

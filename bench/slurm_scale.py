@@ -22,11 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from anylaunch import api
 from anylaunch.backends.base import get_backend
 from anylaunch.backends.slurm import commands
 from anylaunch.jobfile import loader
 from anylaunch.launch import splits
+from anylaunch.launch.resolve import resolve
 from anylaunch.state import State
 from anylaunch.store import Store, new_id
 from bench.common import Row, bench_record, failed, median_ms, ms
@@ -70,8 +70,7 @@ def _at(home: Path, size: int, answer: Path, rounds: int) -> Row:
 
     def plan(count: int) -> float:
         start = time.perf_counter()
-        run_spec = api.with_storage_env(spec)
-        batch = splits.render(run_spec, impl, store, RUN_ID, list(enumerate(ids[:count])))
+        batch = splits.render(resolve(spec, impl), store, RUN_ID, list(enumerate(ids[:count])))
         took = time.perf_counter() - start
         assert batch.array and len(batch.records) == count
         return took

@@ -68,3 +68,32 @@ def assert_retry_resumes_from_step_2(cli, run_id: str, ckpt: Path, **how) -> Non
     log = cli("logs", second["id"], env=how.get("env")).out
     assert f"attempt=2 resume_from={ckpt / 'step_2'}" in log
     assert "done at step 5" in log
+
+
+def plan_text(plan: dict, own_id: str) -> str:
+    """A stored or dry-run plan as text, but for what each run draws anew: its job id
+    and the master port picked free for it."""
+    import json
+
+    shown = {k: v for k, v in plan.items() if k not in ("id", "kind")}  # --json's naming
+    text = json.dumps(shown, sort_keys=True).replace(own_id, "<job>")
+    nodes = plan["payload"].get("nodes") if plan["backend"] == "local" else []
+    for port in {node["env"]["MASTER_PORT"] for node in nodes}:
+        text = text.replace(port, "<port>")
+    return text
+
+
+def assert_dry_run_is_the_plan_sent(cli, home: Path, path: Path, *args: str, env=None) -> str:
+    """`run --dry-run` prints exactly the plan that `run` then sends and stores (but for
+    the job's id and a free port). Returns the id of the submitted job (detached: the
+    caller ends it)."""
+    from anylaunch.store import Store
+
+    dry = cli("run", str(path), "--dry-run", "--json", *args, env=env)
+    assert dry.rc == 0, dry.err
+    sent = cli("run", str(path), "--detach", "--json", *args, env=env)
+    assert sent.rc == 0, sent.err
+    job_id = sent.json()["id"]
+    shown = dry.json()["plan"]
+    assert plan_text(shown, shown["job_id"]) == plan_text(Store(home).get(job_id).plan, job_id)
+    return job_id

@@ -7,6 +7,7 @@ import yaml
 
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile import loader
+from anylaunch.launch.resolve import resolve, route
 
 
 def load(path, env=None, overrides=()):
@@ -126,16 +127,16 @@ def test_set_without_equals(write):
 
 def test_routing(write):
     none = load(write("command: a\n", "a.yaml"))
-    assert loader.route(none) == "local"
+    assert route(none) == "local"
     one = load(write("command: a\nslurm: {nodes: 1}\n", "b.yaml"))
-    assert loader.route(one) == "slurm"
-    assert loader.route(one, "local") == "local"
+    assert route(one) == "slurm"
+    assert route(one, "local") == "local"
     two = load(write("command: a\nslurm: {}\nlepton: {}\n", "c.yaml"))
     with pytest.raises(ConfigError, match="several backends"):
-        loader.route(two)
-    assert loader.route(two, "lepton") == "lepton"
+        route(two)
+    assert route(two, "lepton") == "lepton"
     with pytest.raises(ConfigError, match=r"unknown backend 'slrum'.*did you mean 'slurm'"):
-        loader.route(two, "slrum")
+        route(two, "slrum")
 
 
 def test_sizes_in_two_places_that_disagree(write):
@@ -205,7 +206,7 @@ def test_top_level_lookalike_of_a_launcher_key_is_a_preflight_warning(write):
 
     spec = load(write("command: python t.py\noutput: {path: out.png}\n"))
     assert spec.recipe["output"] == {"path": "out.png"}  # a valid recipe key: kept
-    warned = [c for c in preflight.run(spec, "local") if c.name == "recipe_keys"]
+    warned = [c for c in preflight.run(resolve(spec, "local")) if c.name == "recipe_keys"]
     assert [c.status for c in warned] == ["warn"]
     assert "'output'" in warned[0].message and "'outputs'" in warned[0].fix
 

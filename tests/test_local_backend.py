@@ -317,3 +317,14 @@ def test_a_node_whose_exit_status_is_lost_ends_the_job_unknown_never_succeeded(c
     status = cli("status", "lost0001", "--json").json()
     assert (status["state"], status["exit_code"]) == ("UNKNOWN", None)
     assert "node 0's exit status was taken by another process" in status["detail"]
+
+
+def test_the_dry_run_is_the_plan_that_is_sent(cli, write, home):
+    from helpers import assert_dry_run_is_the_plan_sent
+
+    path = write(
+        "name: same\nnodes: 2\ngpus_per_node: 2\ncommand: python -c 'import time; time.sleep(60)'\n"
+        "env: {HF_TOKEN: '${HF_TOKEN}', LR: '0.1'}\ncheckpoint: {dir: ckpt}\n"
+    )
+    job_id = assert_dry_run_is_the_plan_sent(cli, home, path, env={"HF_TOKEN": "hf_x"})
+    assert cli("cancel", job_id, "--json").json()["state"] == "CANCELLED"

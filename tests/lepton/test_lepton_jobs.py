@@ -135,6 +135,17 @@ def test_eviction_without_budget_left_ends_preempted(lcli, write, emulator):
     assert "dedicated_node_group" in job["detail"]
 
 
+def test_the_dry_run_is_the_job_body_that_is_sent(lcli, write, home, emulator):
+    from helpers import assert_dry_run_is_the_plan_sent
+
+    path = write(
+        "name: same\nimage: python:3.11\ncommand: sleep 300\nlauncher: none\nnodes: 2\n"
+        "env: {HF_TOKEN: '${HF_TOKEN}'}\nlepton:\n  resource_shape: cpu.small\n"
+    )
+    job_id = assert_dry_run_is_the_plan_sent(lcli, home, path, env={"HF_TOKEN": "hf_x"})
+    assert lcli("cancel", job_id, "--json").json()["state"] == "CANCELLED"
+
+
 def test_cancel_stops_every_replica(lcli, write, emulator):
     path = write(
         "name: long\nimage: python:3.11\ncommand: sleep 300\nlauncher: none\nnodes: 2\n"

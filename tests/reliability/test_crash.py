@@ -30,6 +30,7 @@ from reliability_helpers import (
 )
 
 from anylaunch.jobfile.spec import JobSpec
+from anylaunch.launch.resolve import resolve
 from anylaunch.state import State
 from anylaunch.store import Store, new_id
 
@@ -212,7 +213,7 @@ def test_a_slurm_array_submitted_but_never_noted_is_found_by_its_comment_not_res
     store = Store(home)
     run_id = _recorded_and_sent_but_not_noted(spec, "slurm", store, 3)
     sbatches = commands.CALLS["sbatch"]
-    run = splits.resume(run_id, spec, store=store)
+    run = splits.resume(run_id, resolve(spec, "slurm"), store=store)
     assert commands.CALLS["sbatch"] == sbatches and run.submitted == []
     natives = sorted(j.record.native_id for j in run.jobs)
     base = natives[0].split("_")[0]
@@ -236,7 +237,7 @@ def test_a_lepton_job_created_but_never_noted_is_found_by_its_name_not_created_a
             monkeypatch.setenv(key, value)
         store = Store(home)
         run_id = _recorded_and_sent_but_not_noted(spec, "lepton", store, 2)
-        run = splits.resume(run_id, spec, store=store)
+        run = splits.resume(run_id, resolve(spec, "lepton"), store=store)
         assert run.submitted == []
         assert len(emu.world.list("alive_and_archive")) == 2
         assert sorted(j.record.native_id for j in run.jobs) == sorted(

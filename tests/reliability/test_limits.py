@@ -87,7 +87,9 @@ def test_the_acceptance_cases_answer_in_json_too(tmp_path: Path, home: Path) -> 
 
 
 def test_a_forced_local_job_may_exceed_the_machines_size(tmp_path: Path, home: Path) -> None:
-    ranks = limits.local_ranks() + 1
+    from anylaunch.backends.local.backend import most_ranks
+
+    ranks = most_ranks() + 1
     done, _ = _run(
         f"command: [echo]\nlauncher: none\nnodes: {ranks}\nlocal: {{force: true}}\n",
         tmp_path, home, "--dry-run", "--json",

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from anylaunch.store import Store
 from conftest import PROGRAMS, dedent, needs_sky
-from helpers import free_port
+from helpers import free_port, plan_text
 
 # SkyPilot provisions an allocation and installs its runtime on it: about 40 s per launch
 # on a quiet machine, much more when the 2 cores are shared.
@@ -84,10 +85,15 @@ def test_job_runs_is_cancelled_and_its_relaunch_resumes_from_the_checkpoint(
         """,
     )
     token = "hf_e2e_" + secrets.token_hex(8)
+    dry = skycli_run(skycli, path, token, "--dry-run")
     first = skycli_run(skycli, path, token, "--detach")
     assert first.rc == 0, first.err
     job = first.json()
     assert job["native_id"].startswith("request/")
+    # The dry-run showed the task that was sent.
+    shown = dry.json()["plan"]
+    stored = Store(home).get(job["id"]).plan
+    assert plan_text(shown, shown["job_id"]) == plan_text(stored, job["id"])
     wait_for(lambda: (ckpt / "step-2.ckpt").exists(), "the first attempt's step 2", timeout=300)
     cancelled = skycli("cancel", job["id"], "--json")
     assert cancelled.json()["state"] == "CANCELLED", cancelled.out + cancelled.err

@@ -24,6 +24,7 @@ from anylaunch.backends.slurm import commands, preflight
 from anylaunch.backends.slurm.backend import SlurmBackend
 from anylaunch.jobfile import loader
 from anylaunch.launch import splits
+from anylaunch.launch.resolve import resolve
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 from helpers import job_processes
@@ -171,6 +172,18 @@ def test_cancelled_job_ends_cancelled_and_stops_its_processes(cli, write, home):
     assert job_processes(job["id"]) == []
 
 
+def test_the_dry_run_is_the_script_that_is_sent(cli, write, home):
+    from helpers import assert_dry_run_is_the_plan_sent
+
+    path = write(
+        "name: same\ncommand: python train.py --lr 0.1\nnodes: 2\ngpus_per_node: 1\n"
+        "env: {HF_TOKEN: '${HF_TOKEN}'}\ncheckpoint: {dir: /tmp/ckpt}\n"
+        "slurm: {time: '00:05:00'}\n"
+    )
+    job_id = assert_dry_run_is_the_plan_sent(cli, home, path, env={"HF_TOKEN": "hf_x"})
+    assert cli("cancel", job_id, "--json").json()["state"] == "CANCELLED"
+
+
 def test_secrets_reach_the_job_but_no_file_under_its_directory(cli, write, home):
     token, key = "hf_planted_8f3a1c", "wandb_planted_77d2e9"
     path = write(
@@ -224,7 +237,7 @@ def test_splits_go_out_as_one_array_and_map_back_per_split(write, home):
     )
     store = Store(home)
     before = commands.CALLS["sbatch"]
-    run = splits.launch(load(path), 3, store=store)
+    run = splits.launch(resolve(load(path)), 3, store=store)
     assert commands.CALLS["sbatch"] - before == 1
     natives = [job.record.native_id for job in run.jobs]
     base = natives[0].split("_")[0]

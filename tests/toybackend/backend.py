@@ -31,7 +31,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
 from anylaunch.backends.base import Backend, LogSource, Observation, PlanContext
-from anylaunch.backends.plan import Plan, check_runnable
+from anylaunch.backends.plan import Plan
 from anylaunch.backends.section import Sized
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.state import State
@@ -64,7 +64,6 @@ class ToyBackend(Backend):
         return PlanContext(job_id=job_id, job_dir=job_dir)
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[ToyPayload]:
-        check_runnable(spec, self.name)
         section = spec.section(self.name)
         own = section if isinstance(section, ToySection) else ToySection()
         env = {**spec.public_env(), "ANYLAUNCH_JOB_ID": ctx.job_id}

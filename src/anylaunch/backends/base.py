@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Capabilities:
     cancel_on_interrupt: bool = False  # Ctrl-C of an attached `run` cancels the job
+    # The `launcher:` modes this backend starts ranks with (`srun` needs Slurm's).
+    launchers: frozenset[str] = frozenset({"torchrun", "none"})
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class PlanContext:
 
 @dataclass(frozen=True)
 class Observation:
-    """What one poll learned about one job. A poll only reports: `api.refresh` writes
+    """What one poll learned about one job. A poll only reports: `watch.refresh` writes
     every job's observation to the store in one transaction (`Store.apply`)."""
 
     state: State
@@ -126,6 +128,11 @@ class Backend(ABC):
     def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
         """This backend's own checks, after the common ones. Default: none."""
         return []
+
+    def too_big(self, spec: JobSpec, nodes: int, ranks: int) -> tuple[str, str] | None:
+        """Why a job of `nodes` x `ranks` cannot run here beyond the common limits, and
+        its fix; None when it fits. Default: the common limits are all there is."""
+        return None
 
     # -- side effects ---------------------------------------------------------------------
 

@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
-from anylaunch.errors import ConfigError
-
 if TYPE_CHECKING:
-    from anylaunch.jobfile.spec import JobSpec
+    pass
 
 
 # A backend's payload: its own TypedDict (`SlurmPayload`, `LeptonPayload`, ...), so the
@@ -45,28 +43,3 @@ class Plan(BaseModel, Generic[PayloadT]):
     def to_json(self) -> dict[str, Any]:
         """The plan as `--json` shows it: named by the job it renders, like every object."""
         return {"id": self.job_id, "kind": "plan", **self.model_dump(mode="json")}
-
-
-def check_runnable(spec: JobSpec, backend: str) -> None:
-    """What every backend needs before rendering: a command, and a launcher it can run."""
-    if not spec.command:
-        raise spec_error(
-            spec,
-            "command",
-            "no command to run",
-            "add 'command:' to the job file or pass it after '--'",
-        )
-    if spec.launcher == "srun" and backend != "slurm":
-        raise spec_error(
-            spec,
-            "launcher",
-            "launcher 'srun' needs Slurm",
-            "use launcher: torchrun (or none for a command that spawns its own ranks), or --backend slurm",
-        )
-
-
-def spec_error(spec: JobSpec, key: str, what: str, fix: str) -> ConfigError:
-    """A ConfigError about the job file's top-level `key`, with the line it is on."""
-    from anylaunch.jobfile.yamlsrc import line_of
-
-    return ConfigError(what, file=spec.source, line=line_of(spec.source, (key,)), key=key, fix=fix)

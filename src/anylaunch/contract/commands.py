@@ -3,7 +3,9 @@ that `--json` prints out.
 
 The CLI and the MCP server both call these, so an agent gets the same objects through
 either, and neither has a second copy of how a status or a log answer is assembled.
-Pydantic is imported by the argument models only; the answers are plain dicts.
+The answers are plain dicts. The commands that read a job file import the launch
+stages (and with them pydantic and the job file's models) when they run: `ps`, `status`
+and `logs` never need them.
 """
 
 from __future__ import annotations
@@ -11,16 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from anylaunch import api
 from anylaunch.errors import UsageError
+from anylaunch.observe import watch
 from anylaunch.store import home
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from anylaunch.backends.checks import Check
+    from anylaunch.backends.plan import Plan
     from anylaunch.contract import inputs
     from anylaunch.jobfile.spec import JobSpec
+    from anylaunch.launch.resolve import Resolved
     from anylaunch.launch.runs import RunView
 
     M = TypeVar("M", bound=BaseModel)
@@ -73,6 +77,8 @@ def job_path(args: inputs.JobFile) -> str:
 
 
 def load(args: inputs.JobFile) -> JobSpec:
+    from anylaunch import api
+
     command = getattr(args, "command", None) or None
     return api.load(job_path(args), overrides=args.overrides, command=command)
 
@@ -84,47 +90,52 @@ def dry_run(args: inputs.DryRunArgs) -> dict[str, Any]:
 def dry_run_file(
     path: str, backend: str | None, overrides: Sequence[str], command: Sequence[str]
 ) -> dict[str, Any]:
-    """The dry-run of a job file, for arguments already checked (`dry_run`'s model, or
-    `contract.quick` in the CLI)."""
-    from anylaunch.jobfile.loader import route
+    """What `run --dry-run --json` prints for a job file (a workflow's steps, or a job)."""
     from anylaunch.workflow.detect import is_workflow
 
     if is_workflow(path):
         from anylaunch.workflow import commands as workflows
 
         return workflows.dry_run(path, None, None)
+    job, plan = dry_run_job(path, backend, overrides, command)
+    return {
+        "id": None, "kind": "job", "dry_run": True, "backend": job.backend,
+        "plan": plan.to_json(),
+    }  # fmt: skip
 
-    spec = api.load(path, overrides=overrides, command=list(command) or None)
-    name = route(spec, backend)
-    plan = api.dry_run(spec, name).to_json()
-    return {"id": None, "kind": "job", "dry_run": True, "backend": name, "plan": plan}
+
+def dry_run_job(
+    path: str, backend: str | None, overrides: Sequence[str], command: Sequence[str]
+) -> tuple[Resolved, Plan]:
+    """A job file's plan, rendered by the stages a submit takes, and the job it is of."""
+    from anylaunch import api
+    from anylaunch.launch import pipeline
+    from anylaunch.launch.resolve import resolve
+    from anylaunch.store import Store
+
+    job = resolve(api.load(path, overrides=overrides, command=list(command) or None), backend)
+    return job, pipeline.dry_run(job, Store())
 
 
-def start(args: inputs.RunArgs, *, warn: Callable[[Check], None] | None = None) -> api.Job | str:
+def start(args: inputs.RunArgs, *, warn: Callable[[Check], None] | None = None) -> watch.Job | str:
     """Preflight (unless switched off), then submit: a Job, or the id of a run of splits."""
-    from anylaunch.backends.checks import failed
-    from anylaunch.jobfile.loader import route
-    from anylaunch.launch.preflight import PreflightFailed
+    from anylaunch.launch import pipeline
+    from anylaunch.launch.resolve import resolve
+    from anylaunch.store import Store
 
-    spec = load(args)
-    name = route(spec, args.backend)
+    job = resolve(load(args), args.backend)
     if args.preflight:
-        checks = api.checks(spec, name)
-        for check in checks:
-            if check.status == "warn" and warn is not None:
-                warn(check)
-        if failed(checks):
-            raise PreflightFailed(failed(checks))
-    if spec.splits is not None:
+        pipeline.check(job, warn=warn)
+    if job.spec.splits is not None:
         from anylaunch.launch import splits
 
         # The same command again resumes its unfinished run (e.g. after a crash mid-submit).
-        run = splits.launch(spec, backend=name, check=False, key=splits.run_key(spec, name))
-        return run.id
-    return api.submit(spec, name, check=False)
+        return splits.launch(job, check=False, key=splits.run_key(job)).id
+    store = Store()
+    return watch.Job(store.get(pipeline.submit(job, store).id), store)
 
 
-def started(what: api.Job | str) -> dict[str, Any]:
+def started(what: watch.Job | str) -> dict[str, Any]:
     """What `run --detach --json` prints: the job, or the run of splits."""
     if isinstance(what, str):
         from anylaunch.launch import runs
@@ -137,6 +148,7 @@ def started(what: api.Job | str) -> dict[str, Any]:
 
 
 def preflight(args: inputs.PreflightArgs) -> dict[str, Any]:
+    from anylaunch import api
     from anylaunch.backends.checks import failed
 
     checks = api.checks(load(args), args.backend, deep=True)
@@ -155,7 +167,7 @@ def job_list(limit: int | None, states: Sequence[str], backend: str | None) -> l
     """`ps` for arguments already checked (`ps`'s model, or `contract.quick` in the CLI)."""
     from anylaunch.state import State
 
-    records = api.jobs(limit=limit, states=[State(s) for s in states], backend=backend)
+    records = watch.jobs(limit=limit, states=[State(s) for s in states], backend=backend)
     return [r.summary() for r in records]
 
 
@@ -175,7 +187,7 @@ def job_status(job_id: str) -> dict[str, Any]:
 
         return workflows.status(job_id)
     try:
-        job = api.get(job_id)
+        job = watch.get(job_id)
     except JobNotFound:
         from anylaunch.launch import runs
 
@@ -195,10 +207,10 @@ def logs(args: inputs.LogsArgs) -> dict[str, Any]:
     node, an offset into the joined text would skip lines written later by an earlier
     node, so following a multi-node job from an offset needs `node`.
     """
-    job = api.get(args.job_id)
+    job = watch.get(args.job_id)
     whole = job.logs(node=args.node)
     if args.since and args.node is None:
-        sources = api.log_sources(job.record)
+        sources = watch.log_sources(job.record)
         if len(sources) > 1:
             raise UsageError(
                 f"since: job {job.id} has {len(sources)} node logs — pass node as well"
@@ -212,13 +224,13 @@ def logs(args: inputs.LogsArgs) -> dict[str, Any]:
 
 def wait(args: inputs.WaitArgs) -> dict[str, Any]:
     """Block up to `timeout_s` for the job to end; its summary either way."""
-    job = api.get(args.job_id)
+    job = watch.get(args.job_id)
     job.wait(timeout=args.timeout_s)
     return job.record.summary()
 
 
 def diagnose(args: inputs.JobRef) -> dict[str, Any]:
-    job = api.get(args.job_id)
+    job = watch.get(args.job_id)
     return job.diagnose().to_json(job.id)
 
 
@@ -231,7 +243,7 @@ def cancel(args: inputs.CancelArgs, *, note: Note | None = None) -> Any:
         if workflows.is_workflow_id(job_id):
             results.append(workflows.cancel(job_id))
             continue
-        job = api.get(job_id)
+        job = watch.get(job_id)
         state = job.cancel()
         results.append(job.record.summary())
         if note is not None:
@@ -260,7 +272,7 @@ def retry_failed(args: inputs.RetryArgs, *, note: Note | None = None) -> tuple[R
         return view, bool(resumed)
     for split_id in failed:
         attempt = view.splits[split_id][-1]
-        result = api.get(attempt.id).diagnose()
+        result = watch.get(attempt.id).diagnose()
         say(f"split {split_id} (job {attempt.id}): {result.code}: {result.cause}")
     runs.retry_failed(view)
     return runs.load(view.id), True

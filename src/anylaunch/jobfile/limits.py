@@ -1,19 +1,11 @@
 """How much one job may ask for, so a typo fails at once instead of running for minutes.
 
 Each limit is far above what a real job needs and says so when it refuses: the job
-file's size, the command's length, and the number of nodes (and ranks) per backend,
-the local backend's bounded by what this machine can run unless forced.
+file's size, the command's length, and the number of nodes and splits (checked when the
+job is resolved for its backend, which may add a limit of its own).
 """
 
 from __future__ import annotations
-
-import os
-from typing import TYPE_CHECKING
-
-from anylaunch.errors import ConfigError
-
-if TYPE_CHECKING:
-    from anylaunch.jobfile.spec import JobSpec
 
 # AutoModel recipes are a few KiB, and a recipe may carry a list of 150,000 numbers
 # (a few MiB written out); a file past this holds data, not settings.
@@ -29,9 +21,6 @@ MAX_COMMAND_BYTES = 128 << 10
 MAX_NODES = 10_000
 # Parallel splits of one run.
 MAX_SPLITS = 10_000
-# Processes this machine runs at once for a local job, unless `local.force: true`.
-LOCAL_RANKS_PER_CPU = 8
-LOCAL_MIN_RANKS = 64
 
 
 def size(nbytes: int) -> str:
@@ -47,34 +36,3 @@ def check_command(total: int) -> None:
             f"the command is {size(total)}, over the {size(MAX_COMMAND_BYTES)} a program"
             " argument may hold; put it in a script file and run that"
         )
-
-
-def local_ranks() -> int:
-    return max(LOCAL_MIN_RANKS, LOCAL_RANKS_PER_CPU * (os.cpu_count() or 1))
-
-
-def check_size(spec: JobSpec, backend: str, nodes: int | None, ranks: int | None) -> None:
-    """The job's size on `backend`: nodes (and, locally, processes) within the limits."""
-    nodes = nodes or 1
-    splits = spec.splits if isinstance(spec.splits, int) else len(spec.splits or [])
-    for key, count, most, holder in (
-        ("nodes", nodes, MAX_NODES, f"any {backend} job can get"),
-        ("splits", splits, MAX_SPLITS, "one run may have"),
-    ):
-        if count > most:
-            raise ConfigError(
-                f"{count} {key} is more than {holder} (at most {most})",
-                file=spec.source,
-                key=key,
-                fix=f"check the number of {key}",
-            )
-    if backend == "local" and not (spec.local and spec.local.force):
-        total = nodes * (ranks or 1)
-        if total > local_ranks():
-            raise ConfigError(
-                f"{nodes} nodes x {ranks or 1} processes = {total} processes; this machine"
-                f" ({os.cpu_count()} CPUs) runs at most {local_ranks()} at once",
-                file=spec.source,
-                key="nodes",
-                fix="lower nodes or gpus_per_node, or set local.force: true to start them anyway",
-            )

@@ -144,7 +144,6 @@ def from_located(
         raise _config_error(located, exc) from None
     _check_sizes(located, spec)
     spec = automodel.with_defaults(spec, environ)
-    _check_limits(located, spec)
     return spec
 
 
@@ -171,42 +170,6 @@ def _with_recipe_secrets(
     return merged
 
 
-def route(spec: JobSpec, backend: str | None = None) -> str:
-    """Which backend runs this spec: `--backend`, else the one section, else local; a
-    job too big for that backend is refused here, before anything is planned."""
-    name = _pick(spec, backend)
-    nodes, ranks, _ = job_size(spec, name)
-    limits.check_size(spec, name, nodes, ranks)
-    return name
-
-
-def job_size(spec: JobSpec, backend: str) -> tuple[int, int, KeyPath]:
-    """(nodes, ranks per node, where the node count is written) of a spec on a backend."""
-    # A backend whose section does not write the size reads only the neutral keys.
-    section = spec.section(backend)
-    sized = section if isinstance(section, Sized) else None
-    node_word, rank_word = sized.size_keys if sized else ("nodes", "gpus_per_node")
-    nodes = spec.nodes or (sized.size(node_word) if sized else None)
-    ranks = spec.gpus_per_node or (sized.size(rank_word) if sized else None)
-    key: KeyPath = ("nodes",) if spec.nodes or not nodes else (backend, node_word)
-    return nodes or 1, ranks or 1, key
-
-
-def _check_limits(located: Located, spec: JobSpec) -> None:
-    """The size limits of the backend the file routes to, reported at their line."""
-    present = spec.sections()
-    if len(present) > 1:
-        return  # `--backend` picks one; `route` checks it then
-    name = present[0] if present else "local"
-    nodes, ranks, key = job_size(spec, name)
-    try:
-        limits.check_size(spec, name, nodes, ranks)
-    except ConfigError as exc:
-        raise located.error(
-            ("splits",) if exc.key == "splits" else key, exc.what, exc.fix
-        ) from None
-
-
 def _check_file_size(file: str, nbytes: int) -> None:
     if nbytes > limits.MAX_JOB_FILE_BYTES:
         raise ConfigError(
@@ -214,26 +177,6 @@ def _check_file_size(file: str, nbytes: int) -> None:
             file=file,
             fix="a job file holds settings: run long commands from a script file, and give data as inputs",
         )
-
-
-def _pick(spec: JobSpec, backend: str | None) -> str:
-    if backend is not None:
-        known = backend_names()
-        if backend not in known:
-            raise ConfigError(
-                f"unknown backend '{backend}'",
-                file="--backend",
-                fix=f"use one of: {', '.join(known)}{_did_you_mean(backend, known)}",
-            )
-        return backend
-    present = spec.sections()
-    if len(present) > 1:
-        raise ConfigError(
-            f"sections for several backends ({', '.join(present)})",
-            file=spec.source,
-            fix=f"pick one with --backend {present[0]} (or {', '.join(present[1:])})",
-        )
-    return present[0] if present else "local"
 
 
 def _check_top_level(located: Located, data: dict[str, Any]) -> None:
@@ -312,7 +255,7 @@ def _config_error(located: Located, exc: ValidationError) -> ConfigError:
         known = sorted(parent.model_fields) if parent else []
         if parent is JobSpec:
             known = sorted(launcher_keys())
-        hint = _did_you_mean(str(path[-1]), known)
+        hint = did_you_mean(str(path[-1]), known)
         fix = (
             f"{hint.strip(' ;') or 'remove it'}; known keys: {', '.join(known)}"
             if known
@@ -333,7 +276,7 @@ def _config_error(located: Located, exc: ValidationError) -> ConfigError:
         return located.error(path, "is required", f"add '{format_path(path)}:'")
     if kind == "literal_error":
         allowed = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
-        hint = _did_you_mean(str(value), allowed)
+        hint = did_you_mean(str(value), allowed)
         return located.error(
             path, f"'{value}' is not allowed", f"use one of: {', '.join(allowed)}{hint}"
         )
@@ -384,6 +327,6 @@ def _model_of(annotation: Any) -> Any:
     return None
 
 
-def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""

@@ -1,18 +1,28 @@
-"""The submission pipeline: the one path from a spec to jobs a backend holds.
+"""The submission pipeline: the one path from a resolved job to jobs a backend holds.
 
-A single job (`api.submit`), the splits of a run (`splits.launch`), a run a crash
-interrupted (`splits.resume`) and a retry of failed splits (`runs.retry_failed`, through
-`splits.launch`) and a workflow's step all take the same steps:
+Every command that launches takes the same named stages, in order:
 
-1. check: the quick preflight checks, once per submission (`check`);
-2. render: for each job, which attempt it is (`ANYLAUNCH_ATTEMPT`), the backend's
-   `prepare` and `plan` — or one `plan_array` for all splits of an array backend — and
-   the values of the secrets its plan names (`render`);
-3. record: the caller stores the records (`store.add`, or a run in one transaction)
-   before anything is sent, so that after a crash every job is in the store;
-4. send: hand each plan to the backend with its secret values, record the native ids,
-   end a refused job FAILED, leave one whose answer was lost UNKNOWN, and stop a job
-   whose cancel came in while it was being sent (`send`).
+    parse -> load -> resolve -> check -> render -> record -> send -> watch
+
+`load` (jobfile/) gives a JobSpec, and `resolve` (resolve.py) routes it once, into a
+`Resolved` that every later stage takes. The stages here:
+
+- check: the quick preflight checks, once per submission (`check`);
+- render: for each job, which attempt it is (`ANYLAUNCH_ATTEMPT`), the backend's
+  `prepare` and `plan` — or one `plan_array` for all splits of an array backend — and
+  the values of the secrets its plan names (`render`). Nothing is stored or sent;
+- record: the jobs go into the store (PENDING, with their submitter) before anything is
+  sent, a run's splits in one transaction, so after a crash every job is in the store
+  (`record`);
+- send: each plan goes to the backend with its secret values; native ids are recorded,
+  a refused job ends FAILED, one whose answer was lost stays UNKNOWN, and a cancel that
+  came in meanwhile is carried out (`send`).
+
+A dry-run is `render` alone (`dry_run`), so the plan it shows is the plan a submit
+sends. A single job (`submit`), the splits of a run and a retry of its failed splits
+(`splits.launch`), a run a crash interrupted (`splits.resume`) and a workflow's steps
+are all batches through render -> record -> send. Watching (polling, logs) is the
+business of `anylaunch.api` and `anylaunch.observe`.
 """
 
 from __future__ import annotations
@@ -24,14 +34,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from anylaunch.backends.base import ArraySubmission, Backend, PlanContext
-from anylaunch.errors import BackendError, SubmitOutcomeUnknown
+from anylaunch.backends.checks import Check, failed
+from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.jobfile.secrets import masked_env
+from anylaunch.launch import preflight
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store
+from anylaunch.store import JobRecord, Store, new_id
 
 if TYPE_CHECKING:
     from anylaunch.backends.plan import Plan
     from anylaunch.jobfile.spec import JobSpec
+    from anylaunch.launch.resolve import Resolved
 
 ATTEMPT_ENV = "ANYLAUNCH_ATTEMPT"
 
@@ -48,45 +61,74 @@ class Planned:
 
 @dataclass
 class Batch:
-    """The jobs of one submission; `array`: one plan for all, submitted once."""
+    """The jobs of one submission; `array`: one plan for all, submitted once. A batch
+    of a run's splits names the run, and whether this batch starts it."""
 
     impl: Backend
     jobs: list[Planned]
     array: bool = False
+    run_id: str | None = None
+    new_run: bool = False
 
     @property
     def records(self) -> list[JobRecord]:
         return [job.record for job in self.jobs]
 
 
-def check(spec: JobSpec, backend: str) -> None:
-    """The quick preflight checks: PreflightFailed (nothing stored) if one fails."""
-    from anylaunch.backends.checks import failed
-    from anylaunch.launch import preflight
-
-    failures = failed(preflight.run(spec, backend))
+def check(resolved: Resolved, *, warn: Callable[[Check], None] | None = None) -> None:
+    """The quick preflight checks: each warning to `warn`, PreflightFailed (nothing
+    stored) if one fails."""
+    checks = preflight.run(resolved)
+    if warn is not None:
+        for one in checks:
+            if one.status == "warn":
+                warn(one)
+    failures = failed(checks)
     if failures:
         raise preflight.PreflightFailed(failures)
 
 
+def dry_run(resolved: Resolved, store: Store) -> Plan:
+    """What `submit` would send: `render`, with nothing reserved, stored or sent."""
+    batch = render(resolved, store, [(None, new_id())], reserve=False)
+    return batch.jobs[0].plan
+
+
+def submit(
+    resolved: Resolved,
+    store: Store,
+    *,
+    run_id: str | None = None,
+    split_id: int | None = None,
+) -> JobRecord:
+    """One job through render -> record -> send; its record once the backend has it."""
+    batch = render(resolved, store, [(split_id, new_id())], run_id=run_id)
+    record(batch, store)
+    send(batch, store)
+    return batch.records[0]
+
+
 def render(
-    impl: Backend,
-    spec: JobSpec,
+    resolved: Resolved,
     store: Store,
     jobs: Sequence[tuple[int | None, str]],
     *,
     run_id: str | None = None,
+    new_run: bool = False,
     recorded: bool = False,
     array: bool = False,
     per_job: Callable[[int | None], dict[str, str]] | None = None,
+    reserve: bool = True,
 ) -> Batch:
     """Render each (split id, job id); nothing is stored or sent.
 
     `recorded`: the jobs are in the store already (a resumed run), so they count among
     their split's attempts. `array`: the jobs are the splits of one run, sent as one
     native array where the backend can. `per_job` gives one job's environment (a split's
-    SPLIT_ID); jobs then run the spec without `splits`.
+    SPLIT_ID); jobs then run the spec without `splits`. `reserve=False` (a dry-run)
+    takes no port or other resource in the store.
     """
+    impl, spec = resolved.impl, resolved.spec
     # The jobs of one submission differ only in their environment (split id, value,
     # attempt): the spec is stored as JSON once, and each job's record gets its own env.
     base = spec if per_job is None else spec.model_copy(update={"splits": None})
@@ -104,7 +146,7 @@ def render(
         # An array renders one script from the run's spec (`plan_array`): its tasks need
         # no spec of their own, their differences ride in their contexts.
         one = base if as_array or env == base.env else base.model_copy(update={"env": env})
-        ctx = impl.prepare(one, job_id, f"{jobs_root}/{job_id}", store)
+        ctx = impl.prepare(one, job_id, f"{jobs_root}/{job_id}", store, reserve=reserve)
         ctx = PlanContext(ctx.job_id, ctx.job_dir, {**ctx.values, "attempt": attempt})
         rendered.append((split_id, ctx, one, env))
     if as_array and isinstance(impl, ArraySubmission):
@@ -142,19 +184,28 @@ def render(
             rendered, plans, dumps, secrets, strict=True
         )
     ]
-    return Batch(impl, planned, as_array)
+    return Batch(impl, planned, as_array, run_id, new_run)
 
 
-def resend(record: JobRecord, spec: JobSpec, store: Store) -> None:
+def record(batch: Batch, store: Store, *, key: str | None = None) -> str | None:
+    """Store the batch's jobs before anything is sent; the id of the run holding them.
+
+    A new run's splits go in one transaction, under `key` when the same command run
+    again should find the run (`splits.run_key`): if that command, started a moment
+    earlier, recorded it first, nothing is stored and the other run's id is returned.
+    """
+    if batch.new_run and batch.run_id is not None:
+        return store.add_run(batch.run_id, key, batch.records)
+    store.add_many(batch.records)
+    return batch.run_id
+
+
+def resend(record_: JobRecord, resolved: Resolved, store: Store) -> None:
     """Send a job that was recorded but never sent (its submitter died, and the backend,
     asked, does not have it) under its own id: rendered again, its plan stored anew."""
-    from anylaunch.backends.base import get_backend
-
-    jobs = [(record.split_id, record.id)]
-    batch = render(
-        get_backend(record.backend), spec, store, jobs, run_id=record.run_id, recorded=True
-    )
-    store.set_plan(record.id, batch.records[0].plan)
+    jobs = [(record_.split_id, record_.id)]
+    batch = render(resolved, store, jobs, run_id=record_.run_id, recorded=True)
+    store.set_plan(record_.id, batch.records[0].plan)
     send(batch, store)
 
 
@@ -162,8 +213,6 @@ def secrets_for(plan: Plan, values: dict[str, str]) -> dict[str, str]:
     """The value of every secret the plan names: from the job (`Backend.secret_values`),
     else from this process's environment (a retry rebuilds the job from the store, where
     secrets are masked) — never from disk."""
-    from anylaunch.errors import ConfigError
-
     out: dict[str, str] = {}
     for name in plan.secret_env:
         value = values.get(name, os.environ.get(name))

@@ -24,6 +24,7 @@ from anylaunch.node import command
 
 if TYPE_CHECKING:
     from anylaunch.jobfile.spec import JobSpec
+    from anylaunch.launch.resolve import Resolved
 
 
 class PreflightFailed(UsageError):
@@ -62,11 +63,10 @@ _HF_HINTS = ("huggingface", "hf_hub", "hf://", "pretrained_model_name_or_path", 
 
 
 def run(
-    spec: JobSpec, backend: str, *, deep: bool = False, environ: Mapping[str, str] | None = None
+    resolved: Resolved, *, deep: bool = False, environ: Mapping[str, str] | None = None
 ) -> list[Check]:
-    """Every check for this job on this backend, in a stable order."""
-    from anylaunch.backends.base import get_backend
-
+    """Every check for this job on its backend, in a stable order."""
+    spec, backend = resolved.spec, resolved.backend
     env = os.environ if environ is None else environ
     checks: list[Check] = []
     for step in (
@@ -81,7 +81,7 @@ def run(
         checks += step(spec, backend, env)
     if backend == "local":
         checks += _local(spec)
-    return checks + get_backend(backend).preflight(spec, deep=deep)
+    return checks + resolved.impl.preflight(spec, deep=deep)
 
 
 def _command(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:

@@ -12,16 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from anylaunch import api
 from anylaunch.errors import JobNotFound, UsageError
 from anylaunch.jobfile.secrets import MASK
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.launch import splits as run_splits
+from anylaunch.launch.resolve import resolve
+from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
-
-if TYPE_CHECKING:
-    from anylaunch.jobfile.spec import JobSpec
 
 RETRIED_STATES = (State.FAILED, State.TIMEOUT, State.PREEMPTED)
 
@@ -83,7 +83,7 @@ def load(run_id: str, store: Store | None = None) -> RunView:
     """A run by id or unique prefix, its live splits polled first (one call per backend)."""
     store = store or Store()
     run_id = store.resolve_run(run_id)
-    records = api.refresh(store.list(limit=None, run_id=run_id), store)
+    records = watch.refresh(store.list(limit=None, run_id=run_id), store)
     splits: dict[int, list[JobRecord]] = {}
     for record in sorted(records, key=lambda r: r.created_at):
         splits.setdefault(record.split_id if record.split_id is not None else 0, []).append(record)
@@ -96,14 +96,13 @@ def retry_failed(
     view: RunView, store: Store | None = None, environ: Mapping[str, str] | None = None
 ) -> list[int]:
     """Resubmit the failed splits with their split ids; return those ids."""
-    from anylaunch.launch import splits as run_splits
 
     store = store or Store()
     failed = view.failed()
     if not failed:
         return []
-    spec = spec_of(view, failed[0], store, environ)
-    run_splits.launch(spec, failed, view.backend, store=store, run_id=view.id)
+    job = resolve(spec_of(view, failed[0], store, environ), view.backend, environ)
+    run_splits.launch(job, failed, store=store, run_id=view.id)
     return failed
 
 
@@ -111,15 +110,14 @@ def resume_unsent(
     view: RunView, store: Store | None = None, environ: Mapping[str, str] | None = None
 ) -> list[int]:
     """Submit the splits a crashed `run` recorded but never handed to the backend (after
-    asking the backend which it has: see `api.reconcile`); return the ids submitted."""
-    from anylaunch.launch import splits as run_splits
+    asking the backend which it has: see `watch.reconcile`); return the ids submitted."""
 
     store = store or Store()
     todo = run_splits.unsent(view.id, store)
     if not todo:
         return []
-    spec = spec_of(view, todo[0].split_id or 0, store, environ)
-    return run_splits.resume(view.id, spec, store=store).submitted or []
+    job = resolve(spec_of(view, todo[0].split_id or 0, store, environ), view.backend, environ)
+    return run_splits.resume(view.id, job, store=store).submitted or []
 
 
 def spec_of(
@@ -127,9 +125,6 @@ def spec_of(
 ) -> JobSpec:
     """The run's spec rebuilt from the store (with every split's value), secrets put back
     from the environment."""
-    from anylaunch.jobfile.spec import JobSpec
-    from anylaunch.launch import splits as run_splits
-
     base = store.get(view.splits[split_id][-1].id).spec
     values = {
         i: store.get(a[-1].id).spec.get("env", {}).get(run_splits.VALUE_ENV)

@@ -17,16 +17,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from anylaunch import api
-from anylaunch.backends.base import Backend, get_backend
 from anylaunch.errors import UsageError
-from anylaunch.jobfile import loader
 from anylaunch.launch import pipeline
+from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere, new_id
 
 if TYPE_CHECKING:
     from anylaunch.jobfile.spec import JobSpec
+    from anylaunch.launch.resolve import Resolved
 
 SPLIT_ENV = "SPLIT_ID"
 VALUE_ENV = "SPLIT_VALUE"
@@ -37,20 +36,19 @@ class Run:
     """The jobs of one run, in split order."""
 
     id: str
-    jobs: list[api.Job]
+    jobs: list[watch.Job]
     store: Store
     submitted: list[int] | None = None  # after `resume`: the splits it had to submit
 
     def states(self) -> dict[int, State]:
         """Each split's current state (one backend poll for all of them)."""
-        records = api.refresh(self.store.list(limit=None, run_id=self.id), self.store)
+        records = watch.refresh(self.store.list(limit=None, run_id=self.id), self.store)
         return {r.split_id: r.state for r in records if r.split_id is not None}
 
 
 def launch(
-    spec: JobSpec,
+    job: Resolved,
     splits: int | Sequence[int] | None = None,
-    backend: str | None = None,
     *,
     store: Store | None = None,
     run_id: str | None = None,
@@ -66,39 +64,32 @@ def launch(
     instead of a new one started; `run_id` adds the splits to an existing run (retry).
     """
     if splits is None:
-        splits = len(spec.split_values())
+        splits = len(job.spec.split_values())
     split_ids = list(range(splits)) if isinstance(splits, int) else list(splits)
     if not split_ids or len(set(split_ids)) != len(split_ids) or min(split_ids) < 0:
         raise UsageError(f"splits must be a count >= 1 or distinct ids >= 0, not {splits!r}")
     store = store or Store()
-    name = loader.route(spec, backend)
-    spec = api.with_storage_env(spec)
     if check:  # once for the run, not once per split
-        pipeline.check(spec, name)
+        pipeline.check(job)
     if key is not None and run_id is None:
         existing = store.open_run(key)
         if existing is not None:
-            return resume(existing, spec, store=store, max_parallel=max_parallel)
-    impl = get_backend(name)
+            return resume(existing, job, store=store, max_parallel=max_parallel)
     new_run = run_id is None
     run_id = run_id or new_id()
-    batch = render(spec, impl, store, run_id, [(i, new_id()) for i in split_ids])
-    records = batch.records
-    if new_run:
-        winner = store.add_run(run_id, key, records)
-        if winner != run_id:  # the same command, started a moment earlier, owns the run
-            return resume(winner, spec, store=store, max_parallel=max_parallel)
-    else:
-        store.add_many(records)
+    batch = render(job, store, run_id, [(i, new_id()) for i in split_ids], new_run=new_run)
+    holder = pipeline.record(batch, store, key=key)
+    if holder != run_id:  # the same command, started a moment earlier, owns the run
+        return resume(holder or run_id, job, store=store, max_parallel=max_parallel)
     pipeline.send(batch, store, max_parallel)
-    return Run(run_id, [api.Job(store.get(r.id), store) for r in records], store)
+    return Run(run_id, [watch.Job(store.get(r.id), store) for r in batch.records], store)
 
 
-def run_key(spec: JobSpec, backend: str) -> str:
+def run_key(job: Resolved) -> str:
     """What makes two `anylaunch run` commands the same run: the job (secrets masked, so
     a rotated token still matches), the backend and the directory it was run from."""
     text = json.dumps(
-        {"backend": backend, "spec": spec.redacted(), "cwd": os.getcwd()},
+        {"backend": job.backend, "spec": job.spec.redacted(), "cwd": os.getcwd()},
         sort_keys=True,
         default=str,
     )
@@ -120,42 +111,40 @@ def unsent(run_id: str, store: Store) -> list[JobRecord]:
     ]
 
 
-def resume(run_id: str, spec: JobSpec, *, store: Store, max_parallel: int = 8) -> Run:
+def resume(run_id: str, job: Resolved, *, store: Store, max_parallel: int = 8) -> Run:
     """Finish the submission of a run that a crash interrupted: splits the backend has
-    get their native id (`api.reconcile`), the others are submitted under the job ids
+    get their native id (`watch.reconcile`), the others are submitted under the job ids
     they were recorded with — so no split is lost and none runs twice."""
     latest: dict[int, JobRecord] = {}
     for record in sorted(store.list(limit=None, run_id=run_id), key=lambda r: r.created_at):
         latest[record.split_id or 0] = record
     if not latest:
         raise UsageError(f"run {run_id} has no splits")
-    backend = next(iter(latest.values())).backend
-    impl = get_backend(backend)
-    todo = api.reconcile(impl, list(latest.values()), store)
+    todo = watch.reconcile(job.impl, list(latest.values()), store)
     if todo:
-        spec = api.with_storage_env(spec)
-        batch = render(spec, impl, store, run_id, [(r.split_id or 0, r.id) for r in todo], True)
+        batch = render(job, store, run_id, [(r.split_id or 0, r.id) for r in todo], recorded=True)
         for record in batch.records:
             store.set_plan(record.id, record.plan)
         pipeline.send(batch, store, max_parallel)
-    run = Run(run_id, [api.Job(store.get(r.id), store) for r in latest.values()], store)
+    run = Run(run_id, [watch.Job(store.get(r.id), store) for r in latest.values()], store)
     run.submitted = sorted(r.split_id or 0 for r in todo)
     return run
 
 
 def render(
-    spec: JobSpec,
-    impl: Backend,
+    job: Resolved,
     store: Store,
     run_id: str,
     splits: Sequence[tuple[int, str]],
+    *,
+    new_run: bool = False,
     recorded: bool = False,
 ) -> pipeline.Batch:
     """Render each (split id, job id) of a run: one array plan shared by all where the
     backend submits arrays, one plan each elsewhere. `recorded`: a resumed run's jobs."""
     return pipeline.render(
-        impl, spec, store, splits, run_id=run_id, recorded=recorded, array=True,
-        per_job=split_env(spec),
+        job, store, splits, run_id=run_id, new_run=new_run, recorded=recorded, array=True,
+        per_job=split_env(job.spec),
     )  # fmt: skip
 
 

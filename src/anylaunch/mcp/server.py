@@ -136,12 +136,12 @@ def describe(tool: ToolSpec) -> types.Tool:
 
 def read_job_resource(uri: str) -> tuple[str, str]:
     """(mime type, text) of a job's plan, logs (all nodes or one) or diagnosis."""
-    from anylaunch import api
+    from anylaunch.observe import watch
 
     match = JOB_URI.match(uri)
     if match is None:
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri}", {"uri": uri})
-    job = api.get(match["id"])
+    job = watch.get(match["id"])
     what = match["what"]
     if what == "plan":
         return "application/json", _json_text(job.record.plan)

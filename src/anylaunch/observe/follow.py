@@ -10,8 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from anylaunch import api
-from anylaunch.observe import logfile
+from anylaunch.observe import logfile, watch
 
 if TYPE_CHECKING:
     from anylaunch.api import Job
@@ -39,7 +38,7 @@ def follow(
         # State first: lines written before it are read below. A job UNKNOWN for good
         # (its local supervisor died) writes no more lines either.
         terminal = job.status().terminal or job.settled_unknown()
-        sources = api.log_sources(job.record, node)
+        sources = watch.log_sources(job.record, node)
         prefix = len(sources) > 1
         for source in sources:
             lines = seen.read(source, job.record.job_dir, final=terminal)

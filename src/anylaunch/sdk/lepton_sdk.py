@@ -27,6 +27,8 @@ from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.client import Credentials, LeptonClient
 from anylaunch.backends.lepton.rest.errors import LeptonAuthError
 from anylaunch.jobfile.secrets import mask
+from anylaunch.observe import watch
+from anylaunch.store import Store
 
 FINISHED = frozenset({"Completed", "Failed", "Stopped", "Deleted", "Archived"})
 
@@ -90,7 +92,6 @@ class LeptonSDK:
         reads WORLD_SIZE, NUM_GPU_PER_NODE, MASTER_ADDR ...); "torchrun" wraps it.
         Extra keyword arguments are `lepton:` section fields (priority_class, ...).
         """
-        from anylaunch import api
         from anylaunch.jobfile.spec import JobSpec
 
         if isinstance(command, str) and launcher == "none":
@@ -117,12 +118,14 @@ class LeptonSDK:
             }
         )
         from anylaunch.backends.checks import failed
-        from anylaunch.launch import preflight
+        from anylaunch.launch import pipeline, preflight
+        from anylaunch.launch.resolve import resolve
 
-        checks = preflight.run(api.with_storage_env(spec), "lepton", environ=self._environ())
+        job = resolve(spec, self._backend())
+        checks = preflight.run(job, environ=self._environ())
         if failed(checks):
             raise preflight.PreflightFailed(failed(checks))
-        return api.submit(spec, self._backend(), check=False).id
+        return pipeline.submit(job, Store()).id
 
     # -- workspace ------------------------------------------------------------------
 
@@ -270,11 +273,10 @@ class LeptonSDK:
                 time.sleep(poll_s)
 
     def cancel(self, job_id: str) -> None:
-        from anylaunch import api
         from anylaunch.errors import JobNotFound
 
         try:
-            job = api.get(job_id, backend=self._backend())
+            job = watch.get(job_id, backend=self._backend())
         except JobNotFound:
             with self._client() as client:
                 client.stop_job(job_id)

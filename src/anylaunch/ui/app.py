@@ -171,10 +171,10 @@ class Dashboard:
 
     def cancel(self, request: Request) -> JSONResponse:
         """`anylaunch cancel JOB`: record the intent, stop it on its backend, wait."""
-        from anylaunch import api
+        from anylaunch.observe import watch
 
         with self.store() as store:
-            job = api.get(request.path_params["job_id"], store=store)
+            job = watch.get(request.path_params["job_id"], store=store)
             state = job.cancel()
         return JSONResponse({"id": job.id, "state": state.value})
 

@@ -11,11 +11,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from anylaunch import api
 from anylaunch.backends.base import LogSource
 from anylaunch.launch import runs
 from anylaunch.launch.runs import RunView
-from anylaunch.observe import logfile
+from anylaunch.observe import logfile, watch
 from anylaunch.observe.reports import profile_reports
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
@@ -56,7 +55,7 @@ def secret_names(record: JobRecord) -> list[str]:
 
 
 def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
-    job = api.get(job_id, store=store)
+    job = watch.get(job_id, store=store)
     problem = None
     try:
         job.status()  # polls the backend if the job is live
@@ -95,7 +94,7 @@ def curve(store: Store, job_id: str) -> str:
 
 def _sources(record: JobRecord) -> list[LogSource]:
     try:
-        return api.log_sources(record)
+        return watch.log_sources(record)
     except Exception:  # a backend that cannot be reached still leaves the rest of the page
         return []
 

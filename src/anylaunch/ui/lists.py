@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from anylaunch import api
 from anylaunch.launch.runs import run_state
+from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
@@ -73,7 +73,7 @@ def poll(records: list[JobRecord], store: Store) -> dict[str, str]:
     problems = {}
     for backend, live in by_backend.items():
         try:
-            api.refresh(live, store)
+            watch.refresh(live, store)
         except Exception as exc:  # shown on the page; the list itself still renders
             problems[backend] = " ".join(str(exc).split())[:300]
     return problems

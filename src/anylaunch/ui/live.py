@@ -16,7 +16,7 @@ from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
 
-from anylaunch import api
+from anylaunch.observe import watch
 from anylaunch.observe.logfile import Offsets
 from anylaunch.state import State
 from anylaunch.store import Store
@@ -34,14 +34,14 @@ def _tick(
     the store's connection is opened and closed here, in the thread that uses it)."""
     store = Store(root)
     try:
-        job = api.get(job_id, store=store)
+        job = watch.get(job_id, store=store)
         try:
             state = job.status()
         except Exception:  # backend unreachable now: the stored state, and try again next tick
             state = job.record.state
         record = job.record
         lines = []
-        for source in api.log_sources(record):
+        for source in watch.log_sources(record):
             lines += [
                 (source.node, line)
                 for line in offsets.read(

@@ -10,6 +10,7 @@ from typing import Any
 
 from anylaunch import api as jobs_api
 from anylaunch.errors import UsageError
+from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import Store
 from anylaunch.workflow import controller, engine
@@ -170,7 +171,7 @@ def execute_step(
 
 
 def _latest(run_id: str, store: Store) -> dict[int | None, Any]:
-    records = jobs_api.refresh(store.list(limit=None, run_id=run_id), store)
+    records = watch.refresh(store.list(limit=None, run_id=run_id), store)
     out: dict[int | None, Any] = {}
     for job in sorted(records, key=lambda r: r.created_at):
         out[job.split_id] = job

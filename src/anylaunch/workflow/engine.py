@@ -16,7 +16,9 @@ from typing import Any
 
 from anylaunch import api
 from anylaunch.errors import AnylaunchError
+from anylaunch.launch.resolve import resolve
 from anylaunch.launch.runs import RETRIED_STATES, RunView, splits_json
+from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import JobRecord, StepRow, Store, WorkflowRecord
 from anylaunch.workflow import record as wfrecord
@@ -99,7 +101,7 @@ def view(workflow_id: str, store: Store, *, poll: bool = True) -> WorkflowView:
         # chain) records a step's jobs under the same run.
         jobs.extend(store.list(limit=None, run_id=wfrecord.run_id(record.id, sid)))
     if poll:
-        jobs = api.refresh(jobs, store)
+        jobs = watch.refresh(jobs, store)
     by_run: dict[str, list[JobRecord]] = {}
     for job in sorted(jobs, key=lambda j: j.created_at):
         if job.run_id is not None:
@@ -239,7 +241,9 @@ def submit_step(
     from anylaunch.launch import splits
 
     ids = split_ids if split_ids is not None else list(range(info["splits"]))
-    launched = splits.launch(spec, ids, info["backend"], store=store, run_id=run, check=True)
+    launched = splits.launch(
+        resolve(spec, info["backend"]), ids, store=store, run_id=run, check=True
+    )
     return [job.record for job in launched.jobs]
 
 
@@ -255,19 +259,15 @@ def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
     todo = [r for r in todo if store.claim(r.id)]
     if not todo:
         return
-    spec = wfrecord.spec_of(record, step.id)
-    if record.doc["steps"][step.id].get("splits") is None:
+    info = record.doc["steps"][step.id]
+    resolved = resolve(wfrecord.spec_of(record, step.id), info["backend"])
+    if info.get("splits") is None:
+        from anylaunch.launch import pipeline
+
         for job in todo:
-            resend(job, spec, store)
+            pipeline.resend(job, resolved, store)
     else:
-        splits.resume(step.run_id, spec, store=store)
-
-
-def resend(job: JobRecord, spec: Any, store: Store) -> None:
-    """Submit a recorded, never-submitted job of a single step under its own id."""
-    from anylaunch.launch import pipeline
-
-    pipeline.resend(job, api.with_storage_env(spec), store)
+        splits.resume(step.run_id, resolved, store=store)
 
 
 def retry_failed(workflow_id: str, store: Store) -> dict[str, list[int]]:
@@ -309,7 +309,7 @@ def cancel(workflow_id: str, store: Store) -> WorkflowView:
     for step in wf.steps.values():
         for attempts in step.splits.values():
             if not attempts[-1].state.terminal:
-                api.get(attempts[-1].id, store=store).cancel()
+                watch.get(attempts[-1].id, store=store).cancel()
     wf = view(workflow_id, store)
     store.set_workflow_state(wf.id, wf.state)
     return wf

@@ -72,11 +72,12 @@ class Workflow:
         return self._run().retry_failed()
 
     def _run(self) -> Any:
-        from anylaunch.workflow import api
 
         if self.last_run is not None:
             return self.last_run
         if self.recorded_id is not None:
+            from anylaunch.workflow import api
+
             return api.get(self.recorded_id)
         raise UsageError("this workflow has not been run: call run() (or execute_step) first")
 

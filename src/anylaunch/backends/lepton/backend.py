@@ -4,7 +4,7 @@
 volumes); `plan` renders the exact POST body; `submit` creates the secrets the body
 refers to and the job; `poll` reads every job with one paginated list call, and
 resubmits jobs that were evicted or preempted, under the same anylaunch job id (it
-reports what it saw and did; `api.refresh` writes it to the store).
+reports what it saw and did; `watch.refresh` writes it to the store).
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ class LeptonBackend(Backend):
         does not restart an evicted job itself).
 
         Claimed first: the observation names the new attempt (`pending:<name>`), and
-        `api.refresh` records it only if the stored native id is still the evicted
+        `watch.refresh` records it only if the stored native id is still the evicted
         job's, then polls again; the poll of a `pending:` id creates the job. So of two
         processes polling the same evicted job only one resubmits it, and a crash in
         between leaves a name to find rather than a second job.

@@ -19,7 +19,7 @@ from anylaunch.backends.lepton.config import LeptonSection, located_error
 from anylaunch.backends.lepton.names import job_name, secret_name
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.rules import DEFAULT_PRIORITY_CLASS, RESERVED_ENV_NAMES
-from anylaunch.backends.plan import Plan, check_runnable
+from anylaunch.backends.plan import Plan
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.node import checkpoint, command, rendezvous
@@ -45,7 +45,6 @@ class LeptonPayload(TypedDict):
 def render(spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
     section = spec.lepton or LeptonSection()
     values = ctx.values
-    check_runnable(spec, "lepton")
     if not spec.image:
         raise ConfigError(
             "Lepton runs containers and needs an image",

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 RESULT_FILE = "result.json"
 PLAN_FILE = "plan.json"
+# Processes this machine runs at once for a local job, unless `local.force: true`.
+RANKS_PER_CPU = 8
+MIN_RANKS = 64
 # Below Linux's ephemeral range (32768+), so outgoing connections never take our port.
 _PORT_RANGE = (20000, 32000)
 
@@ -91,6 +94,17 @@ class LocalBackend(Backend):
                     else str(store.root / "cache")
                 ),
             },
+        )
+
+    def too_big(self, spec: JobSpec, nodes: int, ranks: int) -> tuple[str, str] | None:
+        """Every rank of a local job is a process on this machine: more than it can run
+        at once would only thrash, unless the user insists (`local.force`)."""
+        if (spec.local and spec.local.force) or nodes * ranks <= most_ranks():
+            return None
+        return (
+            f"{nodes} nodes x {ranks} processes = {nodes * ranks} processes; this machine"
+            f" ({os.cpu_count()} CPUs) runs at most {most_ranks()} at once",
+            "lower nodes or gpus_per_node, or set local.force: true to start them anyway",
         )
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
@@ -195,6 +209,11 @@ class LocalBackend(Backend):
     def logs(self, job: JobRecord) -> Iterator[LogSource]:
         for entry in job.plan.get("payload", {}).get("nodes", []):
             yield LogSource(node=entry["node_rank"], path=entry["log"])
+
+
+def most_ranks() -> int:
+    """How many processes a local job may start on this machine without `local.force`."""
+    return max(MIN_RANKS, RANKS_PER_CPU * (os.cpu_count() or 1))
 
 
 def _visible_gpus() -> int:

@@ -17,7 +17,7 @@ from typing_extensions import NotRequired
 
 from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
-from anylaunch.backends.plan import Plan, check_runnable
+from anylaunch.backends.plan import Plan
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.node import checkpoint, command
@@ -51,7 +51,6 @@ class LocalPayload(TypedDict):
 def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
     values = ctx.values
     section = spec.local
-    check_runnable(spec, "local")
     _check_staging_paths(spec, values["workdir"])
     rdzv = Rendezvous(
         master_addr=section.master_addr if section else "127.0.0.1",

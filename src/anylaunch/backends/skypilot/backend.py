@@ -4,7 +4,7 @@
 request on SkyPilot's API server and returns at once (provisioning takes minutes);
 `poll` turns finished launch requests into job ids and reads every tracked job with one
 request per kind (launch requests, cluster jobs, managed jobs); it reports, and
-`api.refresh` writes what it reports to the store. Native ids:
+`watch.refresh` writes what it reports to the store. Native ids:
 `request/<id>` while provisioning, `<cluster>/<job id>`, `managed/<job id>`.
 """
 

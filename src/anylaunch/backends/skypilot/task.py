@@ -16,7 +16,7 @@ import yaml
 
 from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
-from anylaunch.backends.plan import Plan, check_runnable
+from anylaunch.backends.plan import Plan
 from anylaunch.backends.skypilot.config import Candidate, SkyPilotSection
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile.spec import JobSpec
@@ -272,7 +272,6 @@ def task_yaml(task: dict[str, Any]) -> str:
 
 
 def _check(spec: JobSpec, section: SkyPilotSection) -> None:
-    check_runnable(spec, "skypilot")
     for dest, source in spec.inputs.items():
         if source.unpack:
             raise ConfigError(

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
+from anylaunch.backends.base import (
+    Backend,
+    Capabilities,
+    Found,
+    LogSource,
+    Observation,
+    PlanContext,
+    Submitted,
+)
 from anylaunch.backends.plan import Plan
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.backends.slurm import states
@@ -45,6 +53,10 @@ _MAYBE_SUBMITTED = "Socket timed out on send/recv operation"
 class SlurmBackend(Backend):
     name: ClassVar[str] = "slurm"
     section: ClassVar[type[BaseModel] | None] = SlurmSection
+    # srun starts one task per rank itself: only Slurm has it.
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        launchers=frozenset({"torchrun", "srun", "none"})
+    )
 
     # -- rendering ------------------------------------------------------------------------
 

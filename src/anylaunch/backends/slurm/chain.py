@@ -19,7 +19,7 @@ What Slurm does when a step fails (slurmctld's job_scheduler.c and job_mgr.c, 22
 
 Crash consistency is the store's, step by step: a step's jobs are recorded before its
 sbatch (`api.submit`, `splits.launch`), and a step counts as started once it has jobs.
-After a crash the same `submit` again adopts what Slurm has (`api.reconcile`, by the
+After a crash the same `submit` again adopts what Slurm has (`watch.reconcile`, by the
 script's `--comment`), submits under their recorded ids the jobs it does not have, and
 starts the steps that had not started; a lock file makes sure one process at a time
 does that for a graph.
@@ -34,10 +34,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from anylaunch import api
 from anylaunch.backends.slurm import commands
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.errors import ConfigError, UsageError
+from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere
 
@@ -347,13 +347,14 @@ def _todo(step: Step, jobs: list[JobRecord]) -> list[int] | None:
 
 
 def _start(step: Step, after: Sequence[str], splits_: list[int] | None, store: Store) -> None:
-    spec = with_dependency(step.spec, after)
-    if splits_ is None:
-        api.submit(spec, BACKEND, store=store, run_id=step.run_id, check=False)
-    else:
-        from anylaunch.launch import splits
+    from anylaunch.launch import pipeline, splits
+    from anylaunch.launch.resolve import resolve
 
-        splits.launch(spec, splits_, BACKEND, store=store, run_id=step.run_id, check=False)
+    job = resolve(with_dependency(step.spec, after), BACKEND)
+    if splits_ is None:
+        pipeline.submit(job, store, run_id=step.run_id)
+    else:
+        splits.launch(job, splits_, store=store, run_id=step.run_id, check=False)
 
 
 def _send_unsent(
@@ -377,16 +378,15 @@ def _send_unsent(
     g = _known(gate(step.needs, records), submitted_now)
     if g.blocked or g.waiting:
         return
-    from anylaunch.backends.base import get_backend
     from anylaunch.launch import pipeline, splits
+    from anylaunch.launch.resolve import resolve
 
-    spec = with_dependency(step.spec, g.after)
+    job = resolve(with_dependency(step.spec, g.after), BACKEND)
     if step.split_ids is not None:
-        splits.resume(step.run_id, spec, store=store)
+        splits.resume(step.run_id, job, store=store)
         return
-    impl = get_backend(BACKEND)
-    for record in api.reconcile(impl, todo, store):
-        pipeline.resend(record, api.with_storage_env(spec), store)
+    for record in watch.reconcile(job.impl, todo, store):
+        pipeline.resend(record, job, store)
 
 
 def _known(g: Gate, submitted_now: set[str]) -> Gate:
@@ -413,7 +413,7 @@ def _cancel_waiting(
             continue
         for record in latest(records[step.id]).values():
             if record.state is State.PENDING and record.native_id:
-                api.get(record.id, store=store).cancel()
+                watch.get(record.id, store=store).cancel()
         records[step.id] = store.list(limit=None, run_id=step.run_id)
 
 
@@ -431,7 +431,7 @@ def _refresh(ordered: list[Step], store: Store) -> dict[str, list[JobRecord]]:
     jobs: list[JobRecord] = []
     for step in ordered:
         jobs += store.list(limit=None, run_id=step.run_id)
-    api.refresh(jobs, store)
+    watch.refresh(jobs, store)
     by_run: dict[str, list[JobRecord]] = {s.run_id: [] for s in ordered}
     for job in sorted(jobs, key=lambda r: r.created_at):
         by_run[job.run_id or ""].append(job)
@@ -442,9 +442,10 @@ def _preflight(ordered: list[Step]) -> None:
     """Every step's quick checks before the first sbatch: a graph is sent whole or not."""
     from anylaunch.backends.checks import failed
     from anylaunch.launch import preflight
+    from anylaunch.launch.resolve import resolve
 
     for step in ordered:
-        failures = failed(preflight.run(api.with_storage_env(step.spec), BACKEND))
+        failures = failed(preflight.run(resolve(step.spec, BACKEND)))
         if failures:
             raise preflight.PreflightFailed(failures)
 

@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 
 from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
-from anylaunch.backends.plan import Plan, check_runnable
+from anylaunch.backends.plan import Plan
 from anylaunch.backends.slurm import script, template
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.errors import ConfigError
@@ -124,7 +124,6 @@ def describe(plan: Plan[SlurmPayload]) -> str:
 
 
 def _check(spec: JobSpec, section: SlurmSection) -> None:
-    check_runnable(spec, "slurm")
     for where, env in (("env", spec.env), ("slurm.env_vars", section.env_vars)):
         for name in env:
             if not shell.valid_name(name):
