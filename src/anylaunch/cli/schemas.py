@@ -17,8 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from anylaunch.contract import outputs as out
-
-DIALECT = "https://json-schema.org/draft/2020-12/schema"
+from anylaunch.contract.outputs import DIALECT
 
 # Command (as typed after `anylaunch`, words joined by '-') -> the model of its --json output.
 COMMANDS: dict[str, type[BaseModel]] = {

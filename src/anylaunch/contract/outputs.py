@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from anylaunch.contract.names import BackendName
 from anylaunch.state import State
 
+# The JSON Schema dialect every published schema (commands' and MCP tools') declares.
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from anylaunch.cli.schemas import DIALECT
 from anylaunch.contract import commands
 from anylaunch.contract import inputs as args
 from anylaunch.contract import outputs as out
+from anylaunch.contract.outputs import DIALECT
 
 
 @dataclass(frozen=True)
