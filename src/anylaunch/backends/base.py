@@ -37,6 +37,19 @@ class Capabilities:
     cancel_on_interrupt: bool = False  # Ctrl-C of an attached `run` cancels the job
     # The `launcher:` modes this backend starts ranks with (`srun` needs Slurm's).
     launchers: frozenset[str] = frozenset({"torchrun", "none"})
+    # anylaunch's own steps that run inside the job's image, where only what the image
+    # carries exists ("stage-in", "resume"); elsewhere they run on the node itself.
+    steps_in_image: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Credential:
+    """An environment variable a backend cannot submit without (or one of its
+    alternatives), and where to get it."""
+
+    name: str
+    fix: str
+    alternatives: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,8 @@ class Backend(ABC):
     # (`slurm:`), kept in its own folder; None: the backend reads only the neutral keys.
     # `JobSpec` finds it here, importing the backend only for a job file that has one.
     section: ClassVar[type[BaseModel] | None] = None
+    # What the submitting environment must hold (preflight's `credentials` check).
+    credentials: ClassVar[tuple[Credential, ...]] = ()
 
     # -- rendering: no side effect on the platform ----------------------------------------
 
@@ -128,6 +143,10 @@ class Backend(ABC):
     def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
         """This backend's own checks, after the common ones. Default: none."""
         return []
+
+    def time_limit_s(self, spec: JobSpec) -> int | None:
+        """The job's time limit in seconds, where the backend's section sets one."""
+        return None
 
     def too_big(self, spec: JobSpec, nodes: int, ranks: int) -> tuple[str, str] | None:
         """Why a job of `nodes` x `ranks` cannot run here beyond the common limits, and

@@ -8,14 +8,9 @@ checks through an optional `preflight(spec, deep)` method.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
-import socket
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from anylaunch.backends.checks import Check, Checks
@@ -23,6 +18,7 @@ from anylaunch.errors import ConfigError, UsageError
 from anylaunch.node import command
 
 if TYPE_CHECKING:
+    from anylaunch.backends.base import Backend
     from anylaunch.jobfile.spec import JobSpec
     from anylaunch.launch.resolve import Resolved
 
@@ -43,22 +39,6 @@ class PreflightFailed(UsageError):
         return {**super().to_json(), "checks": [c.to_json() for c in self.failed]}
 
 
-# What each backend cannot run without (or an alternative), and where to get it.
-REQUIRED_ENV: dict[str, list[tuple[str, tuple[str, ...], str]]] = {
-    "lepton": [
-        (
-            "LEPTON_WORKSPACE_ID",
-            ("LEPTON_WORKSPACE_URL",),
-            "export LEPTON_WORKSPACE_ID=<id> (the workspace id in the Lepton dashboard URL)",
-        ),
-        (
-            "LEPTON_AUTH_TOKEN",
-            (),
-            "create a token in the Lepton dashboard (Settings → Tokens) and export LEPTON_AUTH_TOKEN=<token>",
-        ),
-    ],
-}
-
 _HF_HINTS = ("huggingface", "hf_hub", "hf://", "pretrained_model_name_or_path", "HF_HOME")
 
 
@@ -66,25 +46,16 @@ def run(
     resolved: Resolved, *, deep: bool = False, environ: Mapping[str, str] | None = None
 ) -> list[Check]:
     """Every check for this job on its backend, in a stable order."""
-    spec, backend = resolved.spec, resolved.backend
+    spec = resolved.spec
     env = os.environ if environ is None else environ
     checks: list[Check] = []
-    for step in (
-        _command,
-        _recipe_keys,
-        _credentials,
-        _hf_token,
-        _storage,
-        _image_python,
-        _profiling,
-    ):
-        checks += step(spec, backend, env)
-    if backend == "local":
-        checks += _local(spec)
+    for step in (_command, _recipe_keys, _credentials, _hf_token, _storage, _image_python):
+        checks += step(spec, resolved.impl, env)
+    checks += _profiling(spec, resolved.impl.time_limit_s(spec))
     return checks + resolved.impl.preflight(spec, deep=deep)
 
 
-def _command(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+def _command(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check]:
     if spec.command:
         return [Check("command", "ok", command.display(spec.command)[:80])]
     return [
@@ -92,7 +63,7 @@ def _command(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]
     ]
 
 
-def _recipe_keys(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+def _recipe_keys(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check]:
     # Top-level keys are the program's: a lookalike of a launcher key may be a typo, or a
     # real recipe key (AutoModel's diffusion recipes have `output:`). Never a refusal.
     from anylaunch.jobfile.loader import recipe_key_lookalikes
@@ -108,18 +79,18 @@ def _recipe_keys(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Ch
     ]
 
 
-def _credentials(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+def _credentials(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check]:
     out = Checks()
-    for name, alternatives, fix in REQUIRED_ENV.get(backend, []):
-        given = [n for n in (name, *alternatives) if env.get(n)]
+    for need in impl.credentials:
+        given = [n for n in (need.name, *need.alternatives) if env.get(n)]
         if given:
             out.ok("credentials", f"{given[0]} is set")
         else:
-            out.fail("credentials", f"{name} is not set", fix)
+            out.fail("credentials", f"{need.name} is not set", need.fix)
     return out
 
 
-def _hf_token(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+def _hf_token(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check]:
     text = json.dumps([spec.command, spec.recipe, sorted(spec.env)])
     if not any(hint.lower() in text.lower() for hint in _HF_HINTS):
         return []
@@ -135,7 +106,7 @@ def _hf_token(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check
     ]
 
 
-def _storage(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+def _storage(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check]:
     if not spec.s3_uris():
         return []
     if not (env.get("ACCESS_KEY") and env.get("SECRET_KEY")) and not _aws_chain_has_credentials():
@@ -156,7 +127,7 @@ def _storage(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]
     return [Check("s3_paths", "ok", f"{len(spec.s3_uris())} S3 location(s) readable")]
 
 
-def _profiling(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
+def _profiling(spec: JobSpec, limit_s: int | None) -> list[Check]:
     """nsys is for short runs; its overhead and reports are large."""
     from anylaunch.jobfile.spec import Profile
 
@@ -164,9 +135,6 @@ def _profiling(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Chec
     if not profile.enabled(spec):
         return []
     out = Checks()
-    if backend == "local" and shutil.which("nsys") is None:
-        out.fail("nsys", "nsys is not on PATH", "install Nsight Systems, or turn profiling off")
-    limit_s = _time_limit_s(spec)
     if profile.force:
         out.ok("profile_length", "profiling forced (profile.force)")
     elif limit_s is None:
@@ -184,14 +152,6 @@ def _profiling(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Chec
     else:
         out.ok("profile_length", f"profiled run of at most {limit_s / 60:g} min")
     return out
-
-
-def _time_limit_s(spec: JobSpec) -> int | None:
-    if spec.slurm and spec.slurm.time:
-        from anylaunch.backends.slurm.config import duration_seconds
-
-        return duration_seconds(spec.slurm.time)
-    return None
 
 
 # Image families whose plain tags ship without python3 (OS bases, CUDA bases); their
@@ -212,22 +172,22 @@ _NO_PYTHON_IMAGES = (
 )
 
 
-def in_job_steps(spec: JobSpec, backend: str) -> list[str]:
+def in_job_steps(spec: JobSpec, impl: Backend) -> list[str]:
     """anylaunch's own steps that run inside the job's image on this backend."""
     from anylaunch.node import checkpoint
 
-    if backend not in ("lepton", "skypilot") or not spec.image:
-        return []  # local and Slurm run them on the node itself, outside any container
-    steps = []
-    if backend == "lepton" and (spec.inputs or spec.outputs):
-        steps.append("stage-in")
-    if checkpoint.checkpoint_dir(spec):
-        steps.append("resume")
-    return steps
+    inside = impl.capabilities.steps_in_image
+    if not spec.image:
+        return []  # no container: the steps run on the node itself
+    wanted = {
+        "stage-in": bool(spec.inputs or spec.outputs),
+        "resume": bool(checkpoint.checkpoint_dir(spec)),
+    }
+    return [step for step, needed in wanted.items() if needed and step in inside]
 
 
-def _image_python(spec: JobSpec, backend: str, env: Mapping[str, str]) -> list[Check]:
-    steps = in_job_steps(spec, backend)
+def _image_python(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check]:
+    steps = in_job_steps(spec, impl)
     if not steps or not spec.image:
         return []
     repository = spec.image.split("@", 1)[0].rsplit(":", 1)[0].lower()
@@ -248,35 +208,3 @@ def _aws_chain_has_credentials() -> bool:
     from anylaunch.storage import s3
 
     return s3.has_credentials()
-
-
-def _local(spec: JobSpec) -> list[Check]:
-    out = Checks()
-    section = spec.local
-    if section and section.master_port:
-        with socket.socket() as sock:
-            try:
-                sock.bind((section.master_addr, section.master_port))
-                out.ok("master_port", f"port {section.master_port} is free")
-            except OSError:
-                out.fail(
-                    "master_port",
-                    f"port {section.master_port} is in use on this machine",
-                    "remove local.master_port (a free port is picked) or choose another",
-                )
-    if section and section.workdir and spec.source:
-        workdir = Path(spec.source).resolve().parent / section.workdir
-        if not workdir.is_dir():
-            out.fail("workdir", f"{workdir} does not exist", "create it or fix local.workdir")
-    python = section.python if section and section.python else sys.executable
-    if (
-        spec.launcher == "torchrun"
-        and python == sys.executable
-        and importlib.util.find_spec("torch") is None
-    ):
-        out.fail(
-            "torch",
-            f"torch is not installed for {python} (torchrun needs it)",
-            "pip install torch (CPU: pip install torch==2.13.0 here), or use launcher: none",
-        )
-    return out

@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
+from anylaunch.backends.base import (
+    Backend,
+    Capabilities,
+    Credential,
+    Found,
+    LogSource,
+    Observation,
+    PlanContext,
+    Submitted,
+)
 from anylaunch.backends.checks import Check, Checks
 from anylaunch.backends.lepton import plan as lepton_plan
 from anylaunch.backends.lepton import resolve, states
@@ -40,6 +49,22 @@ NGC_REGISTRY = "nvcr.io"
 class LeptonBackend(Backend):
     name: ClassVar[str] = "lepton"
     section: ClassVar[type[BaseModel] | None] = LeptonSection
+    # Every replica runs in the job's image: staging and resuming run there too.
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        steps_in_image=frozenset({"stage-in", "resume"})
+    )
+    credentials: ClassVar[tuple[Credential, ...]] = (
+        Credential(
+            "LEPTON_WORKSPACE_ID",
+            "export LEPTON_WORKSPACE_ID=<id> (the workspace id in the Lepton dashboard URL)",
+            ("LEPTON_WORKSPACE_URL",),
+        ),
+        Credential(
+            "LEPTON_AUTH_TOKEN",
+            "create a token in the Lepton dashboard (Settings → Tokens) and export"
+            " LEPTON_AUTH_TOKEN=<token>",
+        ),
+    )
 
     def __init__(self, client_factory: Any = None) -> None:
         self._client_factory = client_factory

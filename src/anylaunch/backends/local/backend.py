@@ -42,6 +42,7 @@ from anylaunch.store import JobRecord, Store
 if TYPE_CHECKING:
     import psutil
 
+    from anylaunch.backends.checks import Check
     from anylaunch.backends.local.plan import LocalPayload
     from anylaunch.backends.plan import Plan
 
@@ -95,6 +96,11 @@ class LocalBackend(Backend):
                 ),
             },
         )
+
+    def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
+        from anylaunch.backends.local import preflight
+
+        return preflight.checks(spec)
 
     def too_big(self, spec: JobSpec, nodes: int, ranks: int) -> tuple[str, str] | None:
         """Every rank of a local job is a process on this machine: more than it can run

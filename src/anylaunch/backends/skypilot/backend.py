@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from anylaunch.backends.base import Backend, Found, LogSource, Observation, PlanContext, Submitted
+from anylaunch.backends.base import (
+    Backend,
+    Capabilities,
+    Found,
+    LogSource,
+    Observation,
+    PlanContext,
+    Submitted,
+)
 from anylaunch.backends.plan import Plan
 from anylaunch.backends.skypilot import preflight, sdk, states, validate
 from anylaunch.backends.skypilot import task as sky_task
@@ -52,8 +60,10 @@ _PRECHECK = ("NotSupportedError", "ResourcesMismatchError", "InvalidClusterNameE
 class SkyPilotBackend(Backend):
     name: ClassVar[str] = "skypilot"
     section: ClassVar[type[BaseModel] | None] = SkyPilotSection
-    # Managed jobs relaunch themselves after preemption; Ctrl-C only detaches (clouds cost
-    # minutes to provision, a stray keypress must not throw that away).
+    # With an image, the job runs in it, so the resume step does too. Managed jobs relaunch
+    # themselves after preemption; Ctrl-C only detaches (clouds cost minutes to provision,
+    # a stray keypress must not throw that away).
+    capabilities: ClassVar[Capabilities] = Capabilities(steps_in_image=frozenset({"resume"}))
 
     def __init__(self) -> None:
         self._accepted: validate.Accepted | None = None

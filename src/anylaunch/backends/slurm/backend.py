@@ -119,6 +119,11 @@ class SlurmBackend(Backend):
         section = spec.slurm.secret_env() if spec.slurm else {}
         return {**section, **spec.secret_env()}
 
+    def time_limit_s(self, spec: JobSpec) -> int | None:
+        from anylaunch.backends.slurm.config import duration_seconds
+
+        return duration_seconds(spec.slurm.time) if spec.slurm and spec.slurm.time else None
+
     def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
         """Time-limit advice always; with `deep`, a short srun checks mounts and the port."""
         from anylaunch.backends.slurm import preflight as checks_of
