@@ -132,4 +132,8 @@ def test_fifty_submissions_under_thirty_percent_faults_make_exactly_fifty_jobs(
     FIGURES["lost"] += lost
     assert (duplicates, lost) == (0, 0), created
     assert sorted(j["metadata"]["id"] for j in _raw_jobs(emulator)) == sorted(natives)
-    assert fired >= 30, f"only {fired} faults fired"
+    # How many calls there are depends on how long the run takes (status is polled until
+    # it ends), so the count is not fixed; what the test needs is that answers were lost
+    # after jobs were created, the faults that could make a second job.
+    lost_answers = by_kind["lepton http_after"] + by_kind["lepton drop"]
+    assert fired >= 20 and lost_answers >= 3, f"only {fired} faults fired: {dict(by_kind)}"

@@ -95,7 +95,7 @@ def test_three_step_chain_is_one_submission_and_finishes_after_the_submitter_is_
 # The submitting process: load the steps, submit, say so, then linger until killed.
 SUBMITTER = """
 import json, sys, time
-from anylaunch import config
+from anylaunch.jobfile import loader
 from anylaunch.backends.slurm import chain, commands
 files, prefix = json.loads(sys.argv[1]), sys.argv[2]
 needs = {"a": (), "b": ("a",), "c": ("b",)}
@@ -207,7 +207,7 @@ def test_submit_again_after_a_crash_between_steps_starts_only_the_missing_ones(
 # recorded), or just before (recorded, never sent).
 CRASHER = """
 import json, os, signal, sys
-from anylaunch import config
+from anylaunch.jobfile import loader
 from anylaunch.backends.slurm import chain, commands
 files, prefix, victim, when = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 needs = {"a": (), "b": ("a",), "c": ("b",)}
