@@ -23,6 +23,36 @@ def test_help_imports_no_heavy_module():
     assert out.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize(
+    "args", [["ps"], ["status", "done0001"], ["status", "r-run0001"], ["status", "nosuchjob"]]
+)
+def test_commands_about_launched_jobs_import_no_job_file_models(args, home):
+    """`ps` and `status` (of a job or a run) read the store and ask backends; they never
+    read a job file, so they never pay for pydantic or YAML."""
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord, Store
+
+    store = Store(home)
+    store.add(JobRecord(id="done0001", name="d", backend="local", state=State.PENDING,
+                        job_dir=str(home / "jobs" / "done0001")))  # fmt: skip
+    store.transition("done0001", State.FAILED, exit_code=3)
+    split = JobRecord(id="split001", name="s", backend="local", state=State.PENDING,
+                      job_dir=str(home / "jobs" / "split001"), run_id="r-run0001", split_id=0)  # fmt: skip
+    store.add_run("r-run0001", None, [split])
+    store.transition("split001", State.SUCCEEDED, exit_code=0)
+    probe = (
+        f"import sys; sys.argv = ['anylaunch', *{args!r}]\n"
+        "from anylaunch.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('pydantic', 'yaml') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stderr
+    assert "Traceback" not in done.stderr
+    if args[1:] == ["r-run0001"]:
+        assert "run r-run0001 SUCCEEDED (local, 1 splits)" in done.stdout
+
+
 def test_dry_run_builds_only_its_backend_section(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text("command: python train.py\nnodes: 2\nslurm: {partition: gpu}\n")

@@ -7,7 +7,7 @@ import pytest
 
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.states import sdk_status, to_state
-from anylaunch.launch.runs import RunView
+from anylaunch.observe.runs import RunView
 from anylaunch.state import State
 
 

@@ -61,7 +61,7 @@ def status(job_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(summary)
         return
-    if "run" in summary:
+    if summary.get("kind") == "run":
         click.echo(
             f"run {summary['id']} {summary['state']} ({summary['backend']},"
             f" {len(summary['splits'])} splits)"

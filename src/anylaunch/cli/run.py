@@ -123,7 +123,7 @@ def _run_workflow(
 
 def _finish_run(run_id: str, *, detach: bool, as_json: bool) -> None:
     """Print a run (and wait for it unless detached); exit 0 only if every split succeeded."""
-    from anylaunch.launch import runs
+    from anylaunch.observe import runs
 
     view = runs.load(run_id)
     if not as_json:

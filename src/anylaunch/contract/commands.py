@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from anylaunch.contract import inputs
     from anylaunch.jobfile.spec import JobSpec
     from anylaunch.launch.resolve import Resolved
-    from anylaunch.launch.runs import RunView
+    from anylaunch.observe.runs import RunView
 
     M = TypeVar("M", bound=BaseModel)
 
@@ -138,7 +138,7 @@ def start(args: inputs.RunArgs, *, warn: Callable[[Check], None] | None = None) 
 def started(what: watch.Job | str) -> dict[str, Any]:
     """What `run --detach --json` prints: the job, or the run of splits."""
     if isinstance(what, str):
-        from anylaunch.launch import runs
+        from anylaunch.observe import runs
 
         return runs.load(what).to_json()
     return what.record.summary()
@@ -189,7 +189,7 @@ def job_status(job_id: str) -> dict[str, Any]:
     try:
         job = watch.get(job_id)
     except JobNotFound:
-        from anylaunch.launch import runs
+        from anylaunch.observe import runs
 
         return runs.load(job_id).to_json()
     job.status()
@@ -257,11 +257,12 @@ def cancel(args: inputs.CancelArgs, *, note: Note | None = None) -> Any:
 def retry_failed(args: inputs.RetryArgs, *, note: Note | None = None) -> tuple[RunView, bool]:
     """Resubmit a run's failed splits (and any a crash left unsubmitted) with their split
     ids, saying why each failed; the run, and whether anything was submitted."""
-    from anylaunch.launch import runs
+    from anylaunch.launch import retry
+    from anylaunch.observe import runs
 
     say = note or (lambda _text: None)
     view = runs.load(args.run_id)
-    resumed = runs.resume_unsent(view)
+    resumed = retry.resume_unsent(view)
     if resumed:
         say(f"run {view.id}: submitted splits {resumed}, left unsubmitted")
         view = runs.load(view.id)
@@ -274,7 +275,7 @@ def retry_failed(args: inputs.RetryArgs, *, note: Note | None = None) -> tuple[R
         attempt = view.splits[split_id][-1]
         result = watch.get(attempt.id).diagnose()
         say(f"split {split_id} (job {attempt.id}): {result.code}: {result.cause}")
-    runs.retry_failed(view)
+    retry.retry_failed(view)
     return runs.load(view.id), True
 
 

@@ -181,14 +181,15 @@ class Dashboard:
     def retry(self, request: Request) -> JSONResponse:
         """`anylaunch retry RUN --failed`: submit what a crash left unsent, then resubmit
         the failed splits under their split ids."""
-        from anylaunch.launch import runs
+        from anylaunch.launch import retry
+        from anylaunch.observe import runs
 
         with self.store() as store:
             view = runs.load(request.path_params["run_id"], store)
-            resumed = runs.resume_unsent(view, store)
+            resumed = retry.resume_unsent(view, store)
             if resumed:
                 view = runs.load(view.id, store)
-            retried = runs.retry_failed(view, store)
+            retried = retry.retry_failed(view, store)
         return JSONResponse({"run": view.id, "retried": retried, "resumed": resumed})
 
     # -- errors ---------------------------------------------------------------------------

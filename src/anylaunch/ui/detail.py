@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anylaunch.backends.base import LogSource
-from anylaunch.launch import runs
-from anylaunch.launch.runs import RunView
-from anylaunch.observe import logfile, watch
+from anylaunch.observe import logfile, runs, watch
 from anylaunch.observe.reports import profile_reports
+from anylaunch.observe.runs import RunView
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 from anylaunch.ui import metrics, plots

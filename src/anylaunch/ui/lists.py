@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from anylaunch.launch.runs import run_state
 from anylaunch.observe import watch
+from anylaunch.observe.runs import run_state
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 

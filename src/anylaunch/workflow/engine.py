@@ -17,8 +17,8 @@ from typing import Any
 from anylaunch import api
 from anylaunch.errors import AnylaunchError
 from anylaunch.launch.resolve import resolve
-from anylaunch.launch.runs import RETRIED_STATES, RunView, splits_json
 from anylaunch.observe import watch
+from anylaunch.observe.runs import RETRIED_STATES, RunView, splits_json
 from anylaunch.state import State
 from anylaunch.store import JobRecord, StepRow, Store, WorkflowRecord
 from anylaunch.workflow import record as wfrecord

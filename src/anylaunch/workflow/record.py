@@ -86,7 +86,7 @@ def spec_of(
 ) -> JobSpec:
     """A step's job rebuilt from the store, secrets put back from the environment."""
     from anylaunch.jobfile.spec import JobSpec
-    from anylaunch.launch.runs import unmask
+    from anylaunch.launch.retry import unmask
 
     data = record.doc["steps"][step_id]["spec"]
     return JobSpec.model_validate(unmask(data, os.environ if environ is None else environ))
