@@ -30,6 +30,7 @@ from anylaunch.jobfile import loader
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.launch import splits
 from anylaunch.launch.resolve import resolve
+from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
 from bench.common import Row, bench_record, failed, interleaved, median_ms, ms
@@ -199,7 +200,7 @@ def _poll(spec: JobSpec, store: Store, http: httpx.Client, rounds: int) -> list[
 
         def ours(tracked: list[JobRecord] = tracked, counted: list[Counter[str]] = counted) -> None:
             with counting_http() as calls:
-                api.refresh(tracked, store)
+                watch.refresh(tracked, store)
             counted.append(calls)
 
         def per_job(tracked: list[JobRecord] = tracked) -> None:

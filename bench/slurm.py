@@ -20,11 +20,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from anylaunch import api
 from anylaunch.backends.slurm import commands, parse
 from anylaunch.jobfile import loader
 from anylaunch.launch import splits
 from anylaunch.launch.resolve import resolve
+from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 from bench.common import (
@@ -127,7 +127,7 @@ def _poll(spec: object, store: Store, natives: list[str], rounds: int) -> list[R
 
         def ours(tracked: list[JobRecord] = tracked, counted: list[Counter[str]] = counted) -> None:
             before = commands.CALLS.copy()
-            api.refresh(tracked, store)
+            watch.refresh(tracked, store)
             counted.append(commands.CALLS - before)
 
         ids = [r.native_id or "" for r in tracked]

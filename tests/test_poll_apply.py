@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch import api
 from anylaunch.errors import StoreError
+from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, Update
 
@@ -51,7 +51,7 @@ def test_one_refresh_writes_every_polled_job_in_one_transaction(home: Path) -> N
     store = Store()
     jobs = finished_local_jobs(store)
     begun = transactions(store)
-    api.refresh(jobs, store)
+    watch.refresh(jobs, store)
     assert begun == ["BEGIN IMMEDIATE"]
     assert {j.id: (j.state.value, j.exit_code) for j in jobs} == ENDS  # records updated too
     stored = {j.id: (j.state.value, j.exit_code) for j in store.list(limit=None)}
@@ -69,14 +69,14 @@ def test_a_fault_half_way_through_a_refresh_leaves_nothing_of_it_written(home: P
             " BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END"
         )
     with pytest.raises(StoreError, match="disk I/O error"):
-        api.refresh(jobs, store)
+        watch.refresh(jobs, store)
     after = store.list(limit=None)
     assert {j.state for j in after} == {State.RUNNING}  # not done0001 either
     assert {j.id: store.events(j.id) for j in after} == events_before
     # Nothing was lost either: the next poll, with the fault gone, writes it all.
     with sqlite3.connect(store.path) as db:
         db.execute("DROP TRIGGER fault")
-    api.refresh(store.list(limit=None), store)
+    watch.refresh(store.list(limit=None), store)
     assert {j.id: (j.state.value, j.exit_code) for j in store.list(limit=None)} == ENDS
 
 
@@ -198,16 +198,18 @@ def test_what_reconcile_learns_is_written_in_one_transaction(home: Path) -> None
             " BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END"
         )
     with pytest.raises(StoreError, match="disk I/O error"):
-        api.refresh(jobs, store)
+        watch.refresh(jobs, store)
     after = {j.id: j for j in store.list(limit=None)}
     assert {j.state for j in after.values()} == {State.PENDING}
     assert {j.native_id for j in after.values()} == {None}  # the found job was not adopted
     with sqlite3.connect(store.path) as db:
         db.execute("DROP TRIGGER fault")
-    api.refresh(store.list(limit=None), store)
+    watch.refresh(store.list(limit=None), store)
     found, lone, split = (store.get(i) for i in ("orph0001", "orph0002", "orph0003"))
     assert (found.state, found.native_id) == (State.SUCCEEDED, "")
-    assert lone.state is State.FAILED and lone.detail == f"{api.NOT_SUBMITTED} — run it again"
+    assert lone.state is State.FAILED and lone.detail == f"{watch.NOT_SUBMITTED} — run it again"
     assert "submitter" not in lone.meta  # settled: no submitter left to wait for
     assert split.state is State.PENDING and split.detail is not None
-    assert split.detail.startswith(api.NOT_SUBMITTED) and "retry r-orphans --failed" in split.detail
+    assert (
+        split.detail.startswith(watch.NOT_SUBMITTED) and "retry r-orphans --failed" in split.detail
+    )

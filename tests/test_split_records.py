@@ -10,6 +10,7 @@ import pytest
 from anylaunch.backends.base import get_backend
 from anylaunch.jobfile import loader
 from anylaunch.launch import pipeline, splits
+from anylaunch.launch.resolve import resolve
 from anylaunch.store import Store
 
 JOB = """\
@@ -37,7 +38,7 @@ def test_each_local_split_stores_the_spec_and_plan_it_would_have_alone(tmp_path,
     store = Store(tmp_path / "home")
     impl = get_backend("local")
     jobs = [(0, "job-a"), (2, "job-c")]
-    batch = splits.render(spec, impl, store, "run-1", jobs, recorded)
+    batch = splits.render(resolve(spec, impl), store, "run-1", jobs, recorded=recorded)
     attempt = 0 if recorded else 1
     for (split_id, job_id), planned in zip(jobs, batch.jobs, strict=True):
         alone = _alone(spec, split_id, attempt)
@@ -55,7 +56,7 @@ def test_an_arrays_splits_store_their_own_spec_and_the_one_array_plan(tmp_path):
     store = Store(tmp_path / "home")
     impl = get_backend("slurm")
     jobs = [(0, "job-a"), (1, "job-b"), (2, "job-c")]
-    batch = splits.render(spec, impl, store, "run-1", jobs)
+    batch = splits.render(resolve(spec, impl), store, "run-1", jobs)
     assert batch.array
     for (split_id, _), planned in zip(jobs, batch.jobs, strict=True):
         assert planned.record.spec == _alone(spec, split_id, 1).redacted()
@@ -79,7 +80,7 @@ def test_an_arrays_stored_plans_do_not_grow_with_the_number_of_splits(tmp_path):
 
     def stored(count: int) -> int:
         jobs = [(i % 3, f"job-{i:04d}") for i in range(count)]
-        records = splits.render(spec, impl, store, f"run-{count}", jobs).records
+        records = splits.render(resolve(spec, impl), store, f"run-{count}", jobs).records
         return sum(len(json.dumps(r.plan)) for r in records[1:]) // (count - 1)
 
     assert stored(300) <= stored(3) + 100  # the job id in the pointer may differ in length

@@ -15,6 +15,7 @@ from anylaunch.backends.lepton.rest.errors import (
     LeptonUnavailable,
 )
 from anylaunch.jobfile.spec import JobSpec
+from anylaunch.observe import watch
 from anylaunch.store import Store
 
 
@@ -135,5 +136,5 @@ def test_status_of_many_jobs_is_one_list_call(emulator, home):
     store = Store()
     jobs = [api.submit(spec, "lepton", store=store) for _ in range(6)]
     emulator.world.calls.clear()
-    api.refresh([store.get(j.id) for j in jobs], store)
+    watch.refresh([store.get(j.id) for j in jobs], store)
     assert dict(emulator.world.calls) == {"GET /jobs": 1}

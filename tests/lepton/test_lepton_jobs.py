@@ -7,6 +7,7 @@ import re
 import pytest
 from lepton_helpers import MOUNT, NODE_GROUP, PROGRAMS, ROOT, on_volume, volume_dir, wait_until
 
+from anylaunch.observe import watch
 from anylaunch.sdk import LeptonSDK
 
 # The program reaches the replicas on the node group's Lustre volume, like on Lepton.
@@ -166,7 +167,6 @@ def test_two_processes_polling_one_evicted_job_resubmit_it_once(lcli, write, emu
     """Both read the job before either polled it (two `ps` at once): the first one's
     claim of attempt 2 is stored, the second one's finds the native id moved on and
     creates nothing."""
-    from anylaunch import api
     from anylaunch.store import Store
 
     emulator.add_fault(kind="evict", job="evict-me-*", after_s=0.5, count=1)
@@ -175,8 +175,8 @@ def test_two_processes_polling_one_evicted_job_resubmit_it_once(lcli, write, emu
     wait_until(lambda: first.state == "Failed", what="the eviction")
     one, two = Store(), Store()
     seen_by_one, seen_by_two = one.list(limit=None), two.list(limit=None)
-    api.refresh(seen_by_one, one)
-    api.refresh(seen_by_two, two)
+    watch.refresh(seen_by_one, one)
+    watch.refresh(seen_by_two, two)
     assert len(emulator.world.jobs) == 2  # attempt 1 and one attempt 2
     assert seen_by_one[0].native_id == seen_by_two[0].native_id  # both see the same job
     events = one.events(job["id"])

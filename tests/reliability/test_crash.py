@@ -192,7 +192,7 @@ def _recorded_and_sent_but_not_noted(spec: JobSpec, backend: str, store: Store, 
 
     impl = get_backend(backend)
     run_id = new_id()
-    batch = splits.render(spec, impl, store, run_id, [(i, new_id()) for i in range(n)])
+    batch = splits.render(resolve(spec, impl), store, run_id, [(i, new_id()) for i in range(n)])
     store.add_run(run_id, None, batch.records)
     if isinstance(impl, ArraySubmission):
         impl.submit_array(batch.jobs[0].plan, {})

@@ -106,8 +106,8 @@ def test_json_output_marks_the_last_known_states_stale_while_the_controller_is_s
 def test_the_orphan_check_waits_no_longer_than_a_poll(devstack, dead_conf, tmp_path, monkeypatch):
     """A job recorded but never given a Slurm id is looked for by its comment during a
     poll; with slurmctld silent that squeue gets the poll's deadline, not a submit's."""
-    from anylaunch import api
     from anylaunch.backends.slurm import commands, parse
+    from anylaunch.observe import watch
     from anylaunch.state import State
     from anylaunch.store import JobRecord, Store
 
@@ -123,7 +123,7 @@ def test_the_orphan_check_waits_no_longer_than_a_poll(devstack, dead_conf, tmp_p
     store = Store(tmp_path / "home")
     orphan = JobRecord(id="orphan01", name="o", backend="slurm", state=State.PENDING, job_dir="x")
     store.add(orphan)
-    [after] = api.refresh([store.get("orphan01")], store)
+    [after] = watch.refresh([store.get("orphan01")], store)
     assert after.native_id is None and after.state is State.PENDING
     comment_queries = [t for argv, t in asked if argv == " ".join(parse.comment_argv())]
     assert comment_queries, asked
@@ -134,9 +134,8 @@ def test_the_orphan_check_waits_no_longer_than_a_poll(devstack, dead_conf, tmp_p
 def test_orphans_are_not_looked_for_while_the_controller_is_known_silent(
     devstack, dead_conf, tmp_path, monkeypatch
 ):
-    from anylaunch import api
     from anylaunch.backends.slurm import commands, parse
-    from anylaunch.observe import reachability
+    from anylaunch.observe import reachability, watch
     from anylaunch.state import State
     from anylaunch.store import JobRecord, Store
 
@@ -152,9 +151,9 @@ def test_orphans_are_not_looked_for_while_the_controller_is_known_silent(
     store = Store(tmp_path / "home")
     store.add(JobRecord(id="orphan02", name="o", backend="slurm", state=State.PENDING, job_dir="x"))
     reachability.down(store.root, "slurm", "squeue did not answer")
-    api.refresh([store.get("orphan02")], store)
+    watch.refresh([store.get("orphan02")], store)
     assert " ".join(parse.comment_argv()) not in asked, asked
     reachability.up(store.root, "slurm")
-    api.refresh([store.get("orphan02")], store)
+    watch.refresh([store.get("orphan02")], store)
     assert " ".join(parse.comment_argv()) in asked, asked
     store.close()

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from anylaunch.jobfile.spec import JobSpec, Profile
+from anylaunch.node.command import CONFIG_PLACEHOLDER
 
 # AutoModel's sbatch template exports these on every Slurm job.
 SLURM_ENV = {
@@ -107,8 +108,6 @@ def recipe_command(recipe: Mapping[Any, Any]) -> list[str] | None:
         target = target.get("_target_")
     if not isinstance(target, str) or not target.strip():
         return None
-    from anylaunch.node.command import CONFIG_PLACEHOLDER
-
     target = target.strip()
     module = target.rsplit(".", 1)[0] if "." in target else RECIPE_MODULES.get(target)
     return ["python", "-m", module, "-c", CONFIG_PLACEHOLDER] if module else None

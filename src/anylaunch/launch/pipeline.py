@@ -38,6 +38,7 @@ from anylaunch.backends.checks import Check, failed
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.jobfile.secrets import masked_env
 from anylaunch.launch import preflight
+from anylaunch.observe.watch import honour_cancel
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
 
@@ -298,10 +299,3 @@ def _settle(
 
 def unknown_detail(exc: SubmitOutcomeUnknown) -> str:
     return f"submitted, answer lost ({exc.message}); looking for the job on the backend"
-
-
-def honour_cancel(impl: Backend, job_id: str, store: Store) -> None:
-    """A cancel asked while the submit was in flight had no native id to stop: stop it now."""
-    record = store.get(job_id)
-    if record.cancel_requested_at and not record.state.terminal:
-        impl.cancel(record)

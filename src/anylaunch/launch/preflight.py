@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING
 
 from anylaunch.backends.checks import Check, Checks
 from anylaunch.errors import ConfigError, UsageError
-from anylaunch.node import command
+from anylaunch.jobfile.loader import recipe_key_lookalikes
+from anylaunch.jobfile.spec import Profile
+from anylaunch.node import checkpoint, command
+from anylaunch.storage import s3
+from anylaunch.storage.credentials import check_readable
 
 if TYPE_CHECKING:
     from anylaunch.backends.base import Backend
@@ -66,8 +70,6 @@ def _command(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check
 def _recipe_keys(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check]:
     # Top-level keys are the program's: a lookalike of a launcher key may be a typo, or a
     # real recipe key (AutoModel's diffusion recipes have `output:`). Never a refusal.
-    from anylaunch.jobfile.loader import recipe_key_lookalikes
-
     return [
         Check(
             "recipe_keys",
@@ -118,8 +120,6 @@ def _storage(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check
                 "export ACCESS_KEY=... SECRET_KEY=... (and S3_ENDPOINT_URL for a non-AWS server)",
             )
         ]
-    from anylaunch.storage.credentials import check_readable
-
     try:
         check_readable(spec, env)
     except ConfigError as exc:
@@ -129,8 +129,6 @@ def _storage(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check
 
 def _profiling(spec: JobSpec, limit_s: int | None) -> list[Check]:
     """nsys is for short runs; its overhead and reports are large."""
-    from anylaunch.jobfile.spec import Profile
-
     profile = spec.profile or Profile()
     if not profile.enabled(spec):
         return []
@@ -174,8 +172,6 @@ _NO_PYTHON_IMAGES = (
 
 def in_job_steps(spec: JobSpec, impl: Backend) -> list[str]:
     """anylaunch's own steps that run inside the job's image on this backend."""
-    from anylaunch.node import checkpoint
-
     inside = impl.capabilities.steps_in_image
     if not spec.image:
         return []  # no container: the steps run on the node itself
@@ -205,6 +201,4 @@ def _image_python(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[
 
 
 def _aws_chain_has_credentials() -> bool:
-    from anylaunch.storage import s3
-
     return s3.has_credentials()

@@ -20,6 +20,7 @@ from anylaunch.jobfile import limits
 from anylaunch.jobfile.loader import did_you_mean
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.jobfile.yamlsrc import KeyPath, format_path, line_of
+from anylaunch.storage.credentials import with_job_env
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,6 @@ def with_storage_env(spec: JobSpec, environ: Mapping[str, str] | None = None) ->
     """The spec plus the S3 settings its job needs (as secrets where they are)."""
     if not spec.s3_uris():
         return spec
-    from anylaunch.storage.credentials import with_job_env
-
     return with_job_env(spec, os.environ if environ is None else environ)
 
 

@@ -27,6 +27,8 @@ from anylaunch.contract import commands
 from anylaunch.errors import AnylaunchError, error_json
 from anylaunch.jobfile.secrets import is_secret_name, mask
 from anylaunch.mcp.tools import BY_NAME, TOOLS, ToolSpec
+from anylaunch.observe import watch
+from anylaunch.store import Store
 
 log = logging.getLogger("anylaunch.mcp")
 _Result = TypeVar("_Result")
@@ -136,8 +138,6 @@ def describe(tool: ToolSpec) -> types.Tool:
 
 def read_job_resource(uri: str) -> tuple[str, str]:
     """(mime type, text) of a job's plan, logs (all nodes or one) or diagnosis."""
-    from anylaunch.observe import watch
-
     match = JOB_URI.match(uri)
     if match is None:
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri}", {"uri": uri})
@@ -152,8 +152,6 @@ def read_job_resource(uri: str) -> tuple[str, str]:
 
 
 def job_resources() -> list[types.Resource]:
-    from anylaunch.store import Store
-
     store = Store()
     try:
         records = store.list(limit=LISTED_JOBS)

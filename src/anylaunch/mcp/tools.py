@@ -17,6 +17,8 @@ from anylaunch.contract import commands
 from anylaunch.contract import inputs as args
 from anylaunch.contract import outputs as out
 from anylaunch.contract.outputs import DIALECT
+from anylaunch.workflow import commands as workflows
+from anylaunch.workflow.detect import is_workflow
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,6 @@ def _all_objects(model: type[BaseModel]) -> bool:
 
 
 def _run(a: args.RunArgs) -> Any:
-    from anylaunch.workflow import commands as workflows
-    from anylaunch.workflow.detect import is_workflow
-
     path = commands.job_path(a)
     if is_workflow(path):  # handed to its controller (or to Slurm): returns at once
         return workflows.status(workflows.run(path, None, None, check=a.preflight))
@@ -91,8 +90,6 @@ def _run(a: args.RunArgs) -> Any:
 
 
 def _retry(a: args.RetryArgs) -> Any:
-    from anylaunch.workflow import commands as workflows
-
     if workflows.is_workflow_id(a.run_id):
         return workflows.retry(a.run_id)
     view, _submitted = commands.retry_failed(a)

@@ -33,6 +33,8 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from anylaunch import runtime
+from anylaunch.node import command
+from anylaunch.runtime.anylaunch_job import PLACEHOLDER
 
 if TYPE_CHECKING:
     from anylaunch.jobfile.spec import JobSpec
@@ -79,8 +81,6 @@ def recipe_for_resume(recipe: dict[str, Any]) -> dict[str, Any]:
     if restore_path(recipe) is None:
         return recipe
     out = copy.deepcopy(recipe)
-    from anylaunch.runtime.anylaunch_job import PLACEHOLDER
-
     out["restore_from"]["path"] = PLACEHOLDER
     return out
 
@@ -115,8 +115,6 @@ def config_text(spec: JobSpec) -> str | None:
     `restore_from.path` holds the placeholder `config_fill` replaces on the node.
     None when the command does not name `{config}`: no file is written.
     """
-    from anylaunch.node import command
-
     if not command.uses_recipe(spec.command):
         return None
     import yaml
@@ -129,8 +127,6 @@ def config_fill(spec: JobSpec, path: str, runtime_word: str) -> str:
     """Bash that writes the checkpoint into the `{config}` file at `path` (a bash word),
     or "" when there is nothing to fill (no `{config}`, no checkpoint folder, or no
     `restore_from.path` in the recipe)."""
-    from anylaunch.node import command
-
     if not checkpoint_dir(spec) or not command.uses_recipe(spec.command):
         return ""
     return fill_recipe(path, spec.recipe, runtime_word)

@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from anylaunch.backends.base import Backend, LogSource, Observation, get_backend
 from anylaunch.errors import AnylaunchError, UsageError
-from anylaunch.observe import pending, reachability
+from anylaunch.jobfile.secrets import secret_values
+from anylaunch.observe import logfile, pending, reachability
+from anylaunch.observe.diagnose import diagnose_lines
+from anylaunch.observe.diagnose.lines import parse
 from anylaunch.observe.reachability import Unreachable
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, Update, busy_elsewhere
@@ -70,10 +73,8 @@ def reconcile(
                 updates.append(unsent_update(record))
     store.apply(updates)
     if adopted:
-        from anylaunch.launch import pipeline
-
         for record in adopted:
-            pipeline.honour_cancel(impl, record.id, store)
+            honour_cancel(impl, record.id, store)
     return unsent
 
 
@@ -256,8 +257,6 @@ class Job:
         self, record: JobRecord, node: int | None, tail: int | None
     ) -> list[tuple[int, list[str]]]:
         """(node, masked lines) of each node's whole log, or of the one `node`."""
-        from anylaunch.observe import logfile
-
         secrets = self.secrets()
         out = []
         for source in log_sources(record, node):
@@ -270,8 +269,6 @@ class Job:
     def secrets(self) -> set[str]:
         """Values to mask in what this job printed: the secrets its plan names and every
         secret-looking variable of this process's environment (where they came from)."""
-        from anylaunch.jobfile.secrets import secret_values
-
         return secret_values(self.record.plan.get("secret_env", []))
 
     def cancel(self) -> State:
@@ -295,9 +292,6 @@ class Job:
     def diagnose(self) -> Diagnosis:
         """Why the job failed (or is failing): from its state, exit code, backend events
         and the logs of every node."""
-        from anylaunch.observe.diagnose import diagnose_lines
-        from anylaunch.observe.diagnose.lines import parse
-
         record = self._reload()
         lines = []
         for node, node_lines in self._read_logs(record, None, None):
@@ -348,3 +342,10 @@ def jobs(
 ) -> list[JobRecord]:
     store = store or Store()
     return refresh(store.list(limit=limit, states=tuple(states), backend=backend), store)
+
+
+def honour_cancel(impl: Backend, job_id: str, store: Store) -> None:
+    """A cancel asked while the submit was in flight had no native id to stop: stop it now."""
+    record = store.get(job_id)
+    if record.cancel_requested_at and not record.state.terminal:
+        impl.cancel(record)

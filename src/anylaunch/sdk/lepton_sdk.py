@@ -21,12 +21,18 @@ from typing import Any
 
 import httpx
 
+from anylaunch.backends.checks import failed
 from anylaunch.backends.lepton import analysis
 from anylaunch.backends.lepton.backend import LeptonBackend
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.client import Credentials, LeptonClient
 from anylaunch.backends.lepton.rest.errors import LeptonAuthError
+from anylaunch.backends.lepton.states import sdk_status
+from anylaunch.errors import AnylaunchError, JobNotFound, UsageError
 from anylaunch.jobfile.secrets import mask
+from anylaunch.jobfile.spec import JobSpec
+from anylaunch.launch import pipeline, preflight
+from anylaunch.launch.resolve import resolve
 from anylaunch.observe import watch
 from anylaunch.store import Store
 
@@ -92,8 +98,6 @@ class LeptonSDK:
         reads WORLD_SIZE, NUM_GPU_PER_NODE, MASTER_ADDR ...); "torchrun" wraps it.
         Extra keyword arguments are `lepton:` section fields (priority_class, ...).
         """
-        from anylaunch.jobfile.spec import JobSpec
-
         if isinstance(command, str) and launcher == "none":
             command = ["bash", "-c", command]  # TAO's command is a shell line
         section = {
@@ -117,10 +121,6 @@ class LeptonSDK:
                 "lepton": {k: v for k, v in section.items() if v is not None},
             }
         )
-        from anylaunch.backends.checks import failed
-        from anylaunch.launch import pipeline, preflight
-        from anylaunch.launch.resolve import resolve
-
         job = resolve(spec, self._backend())
         checks = preflight.run(job, environ=self._environ())
         if failed(checks):
@@ -183,8 +183,6 @@ class LeptonSDK:
     # -- one job --------------------------------------------------------------------
 
     def get_job_status(self, job_id: str) -> dict[str, Any]:
-        from anylaunch.backends.lepton.states import sdk_status
-
         with self._client() as client:
             job = client.get_job(_native(job_id))
         status = job.status or wire.JobStatus()
@@ -273,8 +271,6 @@ class LeptonSDK:
                 time.sleep(poll_s)
 
     def cancel(self, job_id: str) -> None:
-        from anylaunch.errors import JobNotFound
-
         try:
             job = watch.get(job_id, backend=self._backend())
         except JobNotFound:
@@ -305,9 +301,6 @@ class LeptonSDK:
 
 def _native(job_id: str) -> str:
     """A Lepton job id for an anylaunch job id (its latest attempt), else the id itself."""
-    from anylaunch.errors import AnylaunchError
-    from anylaunch.store import Store
-
     store = Store()
     try:
         record = store.get(job_id)
@@ -327,8 +320,6 @@ def _group_id(client: LeptonClient, wanted: str | None) -> str | None:
 def _listed_group(client: LeptonClient, wanted: str | None) -> str | None:
     """The id of the node group named by id or name, for a listing of one group: one
     the workspace does not have is refused, never answered with every group's items."""
-    from anylaunch.errors import UsageError
-
     if not wanted:
         return None
     groups = client.node_groups()
@@ -398,8 +389,6 @@ def _outputs(outputs: Sequence[str] | Mapping[str, str] | None, name: str) -> di
         return dict(outputs)
     bucket = os.environ.get("S3_BUCKET_NAME")
     if not bucket:
-        from anylaunch.errors import UsageError
-
         raise UsageError(
             "outputs given as paths need S3_BUCKET_NAME — export it, or pass {path: 's3://...'}"
         )

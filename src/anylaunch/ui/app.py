@@ -33,10 +33,15 @@ from starlette.staticfiles import StaticFiles
 from anylaunch.backends.registry import names as backend_names
 from anylaunch.cli.tables import age
 from anylaunch.errors import AnylaunchError, JobNotFound
+from anylaunch.launch import retry
+from anylaunch.observe import runs, watch
+from anylaunch.observe.reports import open_report, profile_reports
 from anylaunch.state import State
 from anylaunch.store import Store
 from anylaunch.ui import detail, lists, live, plots
 from anylaunch.ui.masking import Masker
+from anylaunch.workflow import controller, engine
+from anylaunch.workflow import record as wfrecord
 
 REFRESH_MS = 2000
 WORKFLOWS_SHOWN = 20  # the newest, on the front page
@@ -108,8 +113,6 @@ class Dashboard:
         return HTMLResponse(self.masker.text(svg))
 
     def report(self, request: Request) -> Response:
-        from anylaunch.observe.reports import open_report, profile_reports
-
         with self.store() as store:
             record = store.get(request.path_params["job_id"])
         reports = profile_reports(record)
@@ -142,9 +145,6 @@ class Dashboard:
     def workflow(self, request: Request) -> HTMLResponse:
         """A workflow as its graph, each step linking to its jobs; an unfinished one whose
         controller died gets a new one, as `anylaunch status WF` does."""
-        from anylaunch.workflow import controller, engine
-        from anylaunch.workflow import record as wfrecord
-
         with self.store() as store:
             wf = engine.view(request.path_params["workflow_id"], store)
             controller.ensure(wf.id, store, wf.state)
@@ -171,8 +171,6 @@ class Dashboard:
 
     def cancel(self, request: Request) -> JSONResponse:
         """`anylaunch cancel JOB`: record the intent, stop it on its backend, wait."""
-        from anylaunch.observe import watch
-
         with self.store() as store:
             job = watch.get(request.path_params["job_id"], store=store)
             state = job.cancel()
@@ -181,9 +179,6 @@ class Dashboard:
     def retry(self, request: Request) -> JSONResponse:
         """`anylaunch retry RUN --failed`: submit what a crash left unsent, then resubmit
         the failed splits under their split ids."""
-        from anylaunch.launch import retry
-        from anylaunch.observe import runs
-
         with self.store() as store:
             view = runs.load(request.path_params["run_id"], store)
             resumed = retry.resume_unsent(view, store)
