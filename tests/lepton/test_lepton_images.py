@@ -8,7 +8,7 @@ import httpx
 import pytest
 from lepton_helpers import ROOT, wait_until
 
-from anylaunch.lepton_emulator import sandbox
+from lepton_emulator import sandbox
 
 pytestmark = pytest.mark.skipif(
     not sandbox.namespaces_work(), reason="needs unshare and mount (root) for replica roots"

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from lepton_helpers import NODE_GROUP, PERMITTED, wait_until
 
-from anylaunch.lepton_emulator import network
-from anylaunch.lepton_emulator.server import Emulator
+from lepton_emulator import network
+from lepton_emulator.server import Emulator
 
 pytestmark = pytest.mark.skipif(
     not network.works(), reason="needs network namespaces and nsenter (root)"

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anylaunch.lepton_emulator import catalog, images, network, sandbox
-from anylaunch.lepton_emulator.faults import Fault
-from anylaunch.lepton_emulator.network import Endpoint, JobNetwork
-from anylaunch.lepton_emulator.replicas import Replica
+from lepton_emulator import catalog, images, network, sandbox
+from lepton_emulator.faults import Fault
+from lepton_emulator.network import Endpoint, JobNetwork
+from lepton_emulator.replicas import Replica
 
 # Without namespaces there are no images: replicas run on this machine, as they used to.
 _HOST_PATH = f"{Path(sys.executable).parent}:{images.SYSTEM_PATH}"

@@ -28,7 +28,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from anylaunch.lepton_emulator.images import Profile
+from lepton_emulator.images import Profile
 
 _TOP_DIRS = ("usr", "etc", "dev", "proc", "sys")
 _LINKS = ("bin", "lib", "lib64", "sbin")  # usr-merged systems: links into /usr

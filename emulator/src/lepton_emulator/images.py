@@ -125,10 +125,11 @@ def _python_alias() -> Path:
 
 
 def _repository() -> Path | None:
-    """The checkout anylaunch is installed from (editable install), if any."""
+    """The checkout this emulator is installed from (editable install), if any: the
+    repository the dev image is built from."""
     here = Path(__file__).resolve()
     for parent in here.parents:
-        if (parent / "pyproject.toml").is_file():
+        if (parent / ".git").exists():
             return parent
     return None
 
@@ -212,10 +213,10 @@ def _link_distribution(dist: metadata.Distribution, site: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m anylaunch.lepton_emulator.images build`: build the profiles now."""
+    """`python -m lepton_emulator.images build`: build the profiles now."""
     args = sys.argv[1:] if argv is None else argv
     if args != ["build"]:
-        print("usage: python -m anylaunch.lepton_emulator.images build", file=sys.stderr)
+        print("usage: python -m lepton_emulator.images build", file=sys.stderr)
         return 2
     print(f"pytorch image profile: {build_pytorch()}")
     return 0
