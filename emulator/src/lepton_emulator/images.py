@@ -22,13 +22,16 @@ unknown here and fails to pull, like an image that does not exist.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import fnmatch
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -110,6 +113,43 @@ def profile(name: str) -> Profile:
             "dev", f"{sys.prefix}/bin:{SYSTEM_PATH}", tuple((d, d) for d in seen), hidden
         )
     raise KeyError(name)
+
+
+# What an image's /etc holds that programs read: users and groups, name service and
+# resolver settings, the loader's cache, certificates, alternatives, shells' profiles,
+# time zone. Copied from this machine once per emulator process, read-only in replicas;
+# nothing else of its /etc (/etc/shadow, ssh host keys, munge's key, sudoers) is there.
+ETC_FILES = (
+    "passwd", "group", "nsswitch.conf", "host.conf", "gai.conf", "resolv.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
+    "ca-certificates.conf", "localtime", "timezone", "os-release", "debian_version",
+    "mime.types", "protocols", "services", "networks", "profile", "profile.d",
+    "bash.bashrc", "environment", "inputrc", "shells", "login.defs", "python3",
+    f"python{sys.version_info.major}.{sys.version_info.minor}",
+)  # fmt: skip
+_NEVER = ("private",)  # ssl/private: the host's TLS keys
+
+
+@functools.lru_cache(maxsize=1)
+def image_etc() -> Path:
+    """This process's copy of the /etc an image has (ETC_FILES), removed at exit."""
+    made = Path(tempfile.mkdtemp(prefix="lepton-image-etc-"))
+    atexit.register(shutil.rmtree, made, True)
+    etc = made / "etc"
+    etc.mkdir(mode=0o755)
+    for name in ETC_FILES:
+        host = Path("/etc") / name
+        try:
+            if host.is_symlink() or host.is_file():
+                shutil.copy2(host, etc / name, follow_symlinks=False)
+            elif host.is_dir():
+                shutil.copytree(
+                    host, etc / name, symlinks=True, ignore=shutil.ignore_patterns(*_NEVER)
+                )
+        except OSError:
+            continue  # unreadable here: the image goes without it
+    (etc / "hosts").touch()  # the job's hosts file is bound over it
+    return etc
 
 
 def _python_alias() -> Path:

@@ -9,6 +9,8 @@ fires the job's faults when their time comes, applies Lepton's retry rules
 from __future__ import annotations
 
 import datetime as dt
+import os
+import posixpath
 import secrets
 import string
 import sys
@@ -26,6 +28,21 @@ from lepton_emulator.replicas import Replica
 _HOST_PATH = f"{Path(sys.executable).parent}:{images.SYSTEM_PATH}"
 TERMINAL = frozenset({"Completed", "Failed", "Stopped", "Deleted", "Archived"})
 _ALNUM = string.ascii_lowercase + string.digits
+
+
+def _escapes(top: Path, rel: str) -> str | None:
+    """Why the folder `rel` of a volume rooted at `top` cannot be mounted: it leads out of
+    the volume (a symlink a job left there), or is not a folder. Made if missing."""
+    host = top / rel.lstrip("/")
+    try:
+        top.mkdir(parents=True, exist_ok=True)
+        inside = os.path.realpath(host)
+        if os.path.commonpath([inside, os.path.realpath(top)]) != os.path.realpath(top):
+            return "leads out of its volume (a symbolic link)"
+        host.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot be made a folder ({exc.strerror})"
+    return None
 
 
 def suffix(n: int) -> str:
@@ -248,38 +265,34 @@ class JobRun:
             )
         return None
 
-    def _mounts(self) -> list[tuple[Path, str, bool]]:
-        """(host directory, container path, allowed) for each declared mount."""
+    def _mounts(self) -> list[tuple[Path, str, str | None]]:
+        """(host directory, container path, why it cannot be mounted) for each mount."""
         groups = (self.spec.get("affinity") or {}).get("allowed_dedicated_node_groups") or []
         out = []
         for mount in self.spec.get("mounts") or []:
             source, target = str(mount["from"]), str(mount["mount_path"])
-            path = str(mount.get("path") or "/")
+            path = posixpath.normpath("/" + str(mount.get("path") or "/").lstrip("/"))
             if source == "node-local":
-                host = self.volumes / "node-local" / self.id / path.lstrip("/")
-                out.append((host, target, True))
+                top = self.volumes / "node-local" / self.id
+                out.append((top / path.lstrip("/"), target, _escapes(top, path)))
                 continue
             volume = source.partition(":")[2]
             base = catalog.volume_from_path(volume)
             rel = path[len(base) :] if path == base or path.startswith(base + "/") else path
+            top = self.volumes / volume
             allowed = any(
                 path == p["path_prefix"] or path.startswith(p["path_prefix"].rstrip("/") + "/")
                 for p in catalog.storage_permissions(volume, groups[0] if groups else None)
             )
-            out.append((self.volumes / volume / rel.lstrip("/"), target, allowed))
+            why = None if allowed else "is outside the storage permissions of this workspace"
+            out.append((top / rel.lstrip("/"), target, why or _escapes(top, rel)))
         return out
 
     def _mount_problem(self) -> str | None:
-        for mount in self.spec.get("mounts") or []:
-            path = str(mount.get("path") or "/")
-            allowed = next(
-                (ok for _, target, ok in self._mounts() if target == mount["mount_path"]), True
-            )
-            if not allowed:
-                return (
-                    f"MountVolume.SetUp failed for {mount['from']}: {path} is outside the"
-                    " storage permissions of this workspace (permission denied)"
-                )
+        for mount, (_, _, why) in zip(self.spec.get("mounts") or [], self._mounts(), strict=True):
+            if why is not None:
+                path = str(mount.get("path") or "/")
+                return f"MountVolume.SetUp failed for {mount['from']}: {path} {why} (permission denied)"
         return None
 
     def _start(self, replica: Replica, hostname: str, hosts_file: Path) -> None:
@@ -304,8 +317,10 @@ class JobRun:
                 hosts=hosts_file,
                 hostname=hostname,
                 image=profile,
+                etc=images.image_etc(),
                 home=home,
-                mounts=[(host, target) for host, target, _ in self._mounts()],
+                # Bound by their resolved paths: what was checked is what is mounted.
+                mounts=[(Path(os.path.realpath(h)), target) for h, target, _ in self._mounts()],
             ),
             self._env(replica, profile.path if sandbox.namespaces_work() else _HOST_PATH),
             home,

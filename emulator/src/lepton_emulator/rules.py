@@ -14,6 +14,15 @@ the mistake. Taken from the official SDK, leptonai/leptonai:
 - `leptonai/api/v2/spec_utils.py` (0.47.1), `validate_environment_variable_name`: env
   names of letters, digits, '.', '_', '-', not starting with a digit.
 - `leptonai/cli/util.py`, `_validate_queue_priority`: the nine priority classes.
+
+Stricter than the SDK, on purpose: no `..` in a mount's `path` or `mount_path`. The SDK
+normalises `mount_path` before its reserved-path check and checks nothing in `path`
+(`Mount` in `leptonai/api/v2/types/deployment.py` is two plain strings); the platform
+binds `path` from a node's volume, where a `..` would climb out of the folder the
+storage permissions allow, or out of the volume. Kubernetes, which runs Lepton's jobs,
+refuses `..` in a hostPath or a subPath for that reason. Whether Lepton's server refuses
+it at create, or the node at mount time, is not published: the emulator refuses it at
+create, with the other validation errors.
 """
 
 from __future__ import annotations
@@ -83,6 +92,11 @@ def env_name_problem(name: object) -> str | None:
     if name in RESERVED_ENV_NAMES:
         return f"env {name} is reserved by Lepton (the platform sets it in every replica)"
     return None
+
+
+def climbs(path: str) -> bool:
+    """Whether a path has a `..` part (`a/../b`, `/..`, `..`)."""
+    return ".." in path.split("/")
 
 
 def is_reserved_mount_path(path: str) -> bool:

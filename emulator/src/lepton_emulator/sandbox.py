@@ -1,22 +1,33 @@
-"""Each replica in its own root: the image's files, its declared mounts, nothing else.
+"""Each replica in a container of its own: the image's files, its declared mounts, its
+own processes, and none of the privileges that would reach past them.
 
 On Lepton, `worker-<i>.<job>-job-svc` is a DNS name inside the job's service subdomain.
 Here each job gets its own addresses in 127.0.0.0/8, on the `lo` of the job's own network
 namespace (network.py: so two jobs can both listen on MASTER_PORT 29400), and each
-replica runs in a fresh mount + UTS namespace (`unshare`, as root) whose hostname is the
-worker's own name and whose root is a private tmpfs holding only:
+replica runs in fresh mount, UTS and PID namespaces (`unshare`, as root) whose hostname
+is the worker's own name and whose root (a private tmpfs, made the root with
+`pivot_root`, the host's root unmounted from it) holds only:
 
-- the system's /usr and /etc (read-only /usr, the distribution's Python packages hidden),
-  /dev, /proc, /sys, an empty /tmp, and /etc/hosts listing the job's workers;
+- the system's /usr (read-only, the distribution's Python packages hidden);
+- an /etc of the image's own: a read-only copy of the few files a program reads there
+  (users, name service, loader, certificates; never /etc/shadow or a host key), and
+  /etc/hosts listing the job's workers;
+- a /proc of its own PID namespace, so no process of the host or of another job is in
+  it; a read-only /sys; a /dev of the harmless devices only, with its own /dev/shm; an
+  empty /tmp;
 - the directories of the image profile (images.py), read-only under /opt/image;
 - the replica's home (its working directory);
 - each declared mount, bound from the emulator's volume directory at its mount path.
 
 So an undeclared path, the project's checkout and its virtualenv are simply absent,
-as they would be in a container. Nothing outside the namespace changes. Without
-namespaces (no unshare, no privilege) replicas run directly on this machine's network and
-only single-worker jobs can resolve their names; two multi-worker jobs at once then meet
-on MASTER_PORT 29400, and the strict-image and network tests skip.
+as they would be in a container. The replica runs as root, as in most images, but with
+a container runtime's capabilities (setpriv: no CAP_SYS_ADMIN, so no mount and no setns
+into another namespace; no CAP_MKNOD, so no device node of the host's disk; no new
+privileges through setuid files). Its first process is a small shell that hands SIGTERM
+on to the command, so a stop reaches the program as a node's SIGTERM does. Nothing
+outside the namespaces changes. Without namespaces (no unshare, no privilege) replicas
+run directly on this machine and none of this holds: the strict-image, isolation and
+network tests skip there.
 """
 
 from __future__ import annotations
@@ -30,7 +41,6 @@ from pathlib import Path
 
 from lepton_emulator.images import Profile
 
-_TOP_DIRS = ("usr", "etc", "dev", "proc", "sys")
 _LINKS = ("bin", "lib", "lib64", "sbin")  # usr-merged systems: links into /usr
 
 
@@ -53,15 +63,47 @@ def write_hosts(path: Path, names: list[list[str]], addresses: list[str]) -> Pat
     return path
 
 
+# What a container runtime leaves root in a container (Docker's default set), less
+# CAP_MKNOD and CAP_SETFCAP: without a device cgroup a device node would reach the host's
+# disks. Never CAP_SYS_ADMIN (mount, setns, unshare) nor CAP_SYS_PTRACE.
+CAPABILITIES = (
+    "chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap",
+    "net_bind_service", "net_raw", "sys_chroot", "audit_write",
+)  # fmt: skip
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+# Read-only in a replica's /proc, as a container runtime makes them: writing
+# /proc/sysrq-trigger or /proc/sys needs no capability, only uid 0, and reaches the kernel
+# every job shares.
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+_TOOLS = ("unshare", "setpriv", "pivot_root", "mount", "umount")
+
+# The replica's first process (PID 1 of its namespace). A PID 1 gets only the signals it
+# has a handler for, so a program started as PID 1 would never see the SIGTERM of a stop:
+# this shell traps it and hands it on, then ends with the program's exit status.
+_INIT = """
+cd "$1" || exit 127
+shift
+trap 'kill -TERM "$child" 2>/dev/null' TERM
+trap 'kill -INT "$child" 2>/dev/null' INT
+"$@" &
+child=$!
+while :; do
+  wait "$child"
+  code=$?
+  kill -0 "$child" 2>/dev/null || exit "$code"
+done
+"""
+
+
 @functools.lru_cache(maxsize=1)
 def namespaces_work() -> bool:
-    """Whether `unshare --mount --uts` with a bind mount works here (root or userns)."""
-    if shutil.which("unshare") is None:
+    """Whether replicas can have their own mount, UTS and PID namespaces here (root)."""
+    if any(shutil.which(tool) is None for tool in _TOOLS):
         return False
     try:
         probe = subprocess.run(
-            ["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c",
-             'mount --bind /etc/hosts /etc/hosts && hostname lepton-probe'],
+            ["unshare", "--mount", "--uts", "--pid", "--fork", "--propagation", "private",
+             "sh", "-c", "mount --bind /etc/hosts /etc/hosts && hostname lepton-probe"],
             capture_output=True, timeout=10, check=False,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
@@ -76,18 +118,19 @@ def wrap(
     hosts: Path,
     hostname: str,
     image: Profile,
+    etc: Path,
     home: Path,
     mounts: Sequence[tuple[Path, str]],
 ) -> list[str]:
-    """`argv` run as the replica: chrooted into a private root built under `root`."""
+    """`argv` run as the replica: in its own namespaces, its root the tree built under
+    `root`, its /etc a read-only bind of `etc` (images.image_etc)."""
     if not namespaces_work():
         return list(argv)
     root.mkdir(parents=True, exist_ok=True)
     q = shlex.quote
     r = q(str(root))
     lines = ["set -e", f"mount -t tmpfs -o mode=755 lepton-root {r}"]
-    for top in _TOP_DIRS:
-        lines.append(f"mkdir -p {r}/{top} && mount --rbind /{top} {r}/{top}")
+    lines.append(f"mkdir {r}/usr && mount --rbind /usr {r}/usr")
     lines.append(f"mount -o remount,bind,ro {r}/usr")
     for link in _LINKS:
         host = Path("/") / link
@@ -95,8 +138,22 @@ def wrap(
             lines.append(f"ln -s {q(str(host.readlink()))} {r}/{link}")
         elif host.is_dir():
             lines.append(f"mkdir -p {r}/{link} && mount --rbind /{link} {r}/{link}")
-    lines.append(f"mkdir -m 1777 {r}/tmp")
+            lines.append(f"mount -o remount,bind,ro {r}/{link}")
+    lines.append(f"mkdir {r}/etc && mount --bind {q(str(etc))} {r}/etc")
+    lines.append(f"mount -o remount,bind,ro {r}/etc")
     lines.append(f"mount --bind {q(str(hosts))} {r}/etc/hosts")
+    lines.append(f"mkdir {r}/dev && mount -t tmpfs -o mode=755,nosuid lepton-dev {r}/dev")
+    for device in _DEVICES:
+        lines.append(f"touch {r}/dev/{device} && mount --bind /dev/{device} {r}/dev/{device}")
+    lines.append(
+        f"mkdir -m 1777 {r}/dev/shm && mount -t tmpfs -o mode=1777,nosuid,nodev shm {r}/dev/shm"
+    )
+    lines.append(f"ln -s /proc/self/fd {r}/dev/fd")
+    for number, stream in enumerate(("stdin", "stdout", "stderr")):
+        lines.append(f"ln -s /proc/self/fd/{number} {r}/dev/{stream}")
+    lines.append(f"mkdir {r}/sys && mount -t sysfs -o ro,nosuid,nodev,noexec sysfs {r}/sys")
+    lines.append(f"mkdir {r}/proc")
+    lines.append(f"mkdir -m 1777 {r}/tmp")
     for hidden in image.hidden:
         lines.append(
             f"if [ -d {r}{q(hidden)} ]; then mount -t tmpfs -o ro,mode=755 none {r}{q(hidden)}; fi"
@@ -107,11 +164,22 @@ def wrap(
     home.mkdir(parents=True, exist_ok=True)
     lines.append(f"mkdir -p {r}{q(str(home))} && mount --bind {q(str(home))} {r}{q(str(home))}")
     for source, target in mounts:
-        source.mkdir(parents=True, exist_ok=True)
         lines.append(f"mkdir -p {r}{q(target)} && mount --bind {q(str(source))} {r}{q(target)}")
     lines.append(f"hostname {q(hostname)}")
-    lines.append(f'exec chroot {r} /bin/sh -c \'cd "$0" && exec "$@"\' {q(str(home))} "$@"')
+    # The tree becomes the root and the host's root goes: no path leads back to it, not
+    # even /proc/1/root of this namespace's first process.
+    lines.append(f"cd {r} && mkdir .host-root && pivot_root . .host-root && cd /")
+    lines.append("mount -t proc -o nosuid,nodev,noexec proc /proc")
+    for path in _PROC_READ_ONLY:  # root may write these without any capability
+        lines.append(f"if [ -e {path} ]; then mount --bind -o ro {path} {path}; fi")
+    lines.append("umount -l /.host-root && rmdir /.host-root")
+    bounding = ",".join(["-all", *(f"+{cap}" for cap in CAPABILITIES)])
+    lines.append(
+        f"exec setpriv --bounding-set={bounding} --inh-caps=-all --no-new-privs --"
+        f' /bin/sh -c {q(_INIT)} lepton-init {q(str(home))} "$@"'
+    )
     return [
-        "unshare", "--mount", "--uts", "--propagation", "private",
+        "unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child",
+        "--propagation", "private",
         "sh", "-c", "\n".join(lines), "lepton-replica", *argv,
     ]  # fmt: skip

@@ -122,6 +122,8 @@ def _check_mount(mount: Any) -> None:
         raise Invalid(f"mount_path {mount['mount_path']} is a reserved system path")
     if not mount["mount_path"].startswith("/"):
         raise Invalid(f"mount_path {mount['mount_path']} must be absolute")
+    if rules.climbs(mount["mount_path"]):
+        raise Invalid(f"mount_path {mount['mount_path']} has a '..': give the path without it")
     source = mount.get("from")
     if not isinstance(source, str) or not source:
         raise Invalid(
@@ -130,6 +132,11 @@ def _check_mount(mount: Any) -> None:
     path = mount.get("path")
     if path is not None and not isinstance(path, str):
         raise Invalid(f"mount at {mount['mount_path']}: path must be a string")
+    if path is not None and rules.climbs(path):
+        raise Invalid(
+            f"mount at {mount['mount_path']}: path {path} has a '..', which would leave the"
+            " volume's permitted folder: give the path without it"
+        )
     if source == "node-local":
         return
     kind, _, volume = source.partition(":")
