@@ -214,15 +214,6 @@ class JobRun:
         groups = (self.spec.get("affinity") or {}).get("allowed_dedicated_node_groups") or []
         nodes = catalog.nodes(groups[0] if groups else catalog.SHARED_POOL)
         addresses = sandbox.job_addresses(self.slot, self.workers)
-        subdomain = f"{self.id}-job-svc"
-        names = [
-            [f"worker-{i}.{subdomain}", f"{self.id}-{i}.{subdomain}"] for i in range(self.workers)
-        ]
-        hosts_file = self.root / "hosts"
-        if self.spec.get("intra_job_communication") or self.workers == 1:
-            sandbox.write_hosts(hosts_file, names, addresses)
-        else:  # no intra-job network: workers cannot find each other, as on Lepton
-            sandbox.write_hosts(hosts_file, [], [])
         for i in range(self.workers):
             replica = Replica(
                 id=f"{self.id}-{i}-{suffix(5)}",
@@ -236,7 +227,27 @@ class JobRun:
             )
             self.replicas.append(replica)
             if replica.blocked is None:
-                self._start(replica, names[i][0], hosts_file)
+                self._start(replica)
+
+    def _names(self, index: int) -> list[str]:
+        """Worker `index`'s names in the job's service subdomain, then its hostname."""
+        subdomain = f"{self.id}-job-svc"
+        return [f"worker-{index}.{subdomain}", f"{self.id}-{index}.{subdomain}", f"worker-{index}"]
+
+    def _hosts_file(self, replica: Replica) -> Path:
+        """The replica's /etc/hosts: its own names always, as the kubelet writes a pod's;
+        the other workers' only with intra-job communication (their DNS records on
+        Lepton), so without it workers cannot find each other, as on Lepton."""
+        others = []
+        if self.spec.get("intra_job_communication"):
+            addresses = sandbox.job_addresses(self.slot, self.workers)
+            others = [
+                (addresses[i], self._names(i)[:2])
+                for i in range(self.workers)
+                if i != replica.index
+            ]
+        path = self.root / f"hosts-{replica.index}"
+        return sandbox.write_hosts(path, (replica.address, self._names(replica.index)), others)
 
     def _blocked_reason(self, index: int) -> str | None:
         if self.fault("image_pull") or self._pull_problem() is not None:
@@ -295,7 +306,7 @@ class JobRun:
                 return f"MountVolume.SetUp failed for {mount['from']}: {path} {why} (permission denied)"
         return None
 
-    def _start(self, replica: Replica, hostname: str, hosts_file: Path) -> None:
+    def _start(self, replica: Replica) -> None:
         command = (self.spec.get("container") or {}).get("command") or ["/bin/bash", "-c", "true"]
         found = images.lookup(self.image)
         profile = images.profile(found.profile if found else "bare")
@@ -314,8 +325,8 @@ class JobRun:
             + sandbox.wrap(
                 command,
                 root=self.root / f".root-{replica.id}",
-                hosts=hosts_file,
-                hostname=hostname,
+                hosts=self._hosts_file(replica),
+                hostname=self._names(replica.index)[-1],
                 image=profile,
                 etc=images.image_etc(),
                 home=home,
@@ -438,7 +449,7 @@ class JobRun:
             replica.lines.append(
                 (time.time_ns(), f"--- restart {replica.restarts} of this worker ---")
             )
-            self._start(replica, f"worker-{replica.index}.{self.id}-job-svc", self.root / "hosts")
+            self._start(replica)
             return
         self._job_failed(f"worker {replica.index} exited with code {code}")
 

@@ -10,8 +10,9 @@ is the worker's own name and whose root (a private tmpfs, made the root with
 
 - the system's /usr (read-only, the distribution's Python packages hidden);
 - an /etc of the image's own: a read-only copy of the few files a program reads there
-  (users, name service, loader, certificates; never /etc/shadow or a host key), and
-  /etc/hosts listing the job's workers;
+  (users, name service, loader, certificates; never /etc/shadow or a host key), and an
+  /etc/hosts as a kubelet writes it: the replica's own address and names (its hostname,
+  `worker-<i>`, resolves), and the job's other workers when the job may reach them;
 - a /proc of its own PID namespace, so no process of the host or of another job is in
   it; a read-only /sys; a /dev of the harmless devices only, with its own /dev/shm; an
   empty /tmp;
@@ -50,16 +51,24 @@ def job_addresses(slot: int, workers: int) -> list[str]:
     return [f"127.{b}.{c}.{i + 1}" for i in range(workers)]
 
 
-def write_hosts(path: Path, names: list[list[str]], addresses: list[str]) -> Path:
-    """This machine's hosts file plus one line per worker (all its names)."""
-    try:
-        base = Path("/etc/hosts").read_text()
-    except OSError:
-        base = "127.0.0.1 localhost\n"
-    lines = [f"{addr} {' '.join(aliases)}" for addr, aliases in zip(addresses, names, strict=True)]
-    path.write_text(
-        base.rstrip("\n") + "\n# lepton emulator: this job's workers\n" + "\n".join(lines) + "\n"
-    )
+# The lines a kubelet puts first in every pod's /etc/hosts.
+_KUBELET_HOSTS = """# Kubernetes-managed hosts file.
+127.0.0.1\tlocalhost
+::1\tlocalhost ip6-localhost ip6-loopback
+fe00::0\tip6-localnet
+fe00::0\tip6-mcastprefix
+fe00::1\tip6-allnodes
+fe00::2\tip6-allrouters
+"""
+
+
+def write_hosts(
+    path: Path, own: tuple[str, list[str]], others: Sequence[tuple[str, list[str]]] = ()
+) -> Path:
+    """A replica's hosts file: the kubelet's lines, the replica's own address with all its
+    names (so its hostname resolves), then the job's other workers it may reach."""
+    lines = [f"{address}\t{' '.join(names)}" for address, names in (own, *others)]
+    path.write_text(_KUBELET_HOSTS + "\n".join(lines) + "\n")
     return path
 
 
