@@ -34,7 +34,8 @@ _ID = re.compile(r"/jobs/[^/?]+")
 
 
 class PrivateEmulator:
-    """`anylaunch lepton-emulator` on a free loopback port, ended on exit."""
+    """`lepton-emulator` (the emulator's own command, beside this Python) on a free
+    loopback port, ended on exit."""
 
     def __init__(self) -> None:
         self.token = "emu-" + secrets.token_hex(12)
@@ -43,7 +44,10 @@ class PrivateEmulator:
         self.url = ""
 
     def __enter__(self) -> PrivateEmulator:
-        argv = [sys.executable, "-m", "anylaunch", "lepton-emulator", "--port", "0",
+        command = Path(sys.executable).parent / "lepton-emulator"
+        if not command.exists():
+            raise RuntimeError(f"no {command}: pip install -e emulator/ (the Lepton emulator)")
+        argv = [str(command), "--port", "0",
                 "--workspace", "ws-bench", "--state-dir", str(Path(self._dir.name) / "state"),
                 "--fault", json.dumps(HELD)]  # fmt: skip
         self._proc = subprocess.Popen(

@@ -239,7 +239,7 @@ def workspace_sizes(sizes: tuple[int, ...] = WORKSPACES, rounds: int = 3) -> lis
     """
     from anylaunch.backends.lepton.backend import LeptonBackend
     from anylaunch.backends.lepton.rest.client import LeptonClient
-    from anylaunch.lepton_emulator.server import Emulator
+    from lepton_emulator.server import Emulator
 
     rows: list[Row] = []
     # The emulator makes a directory per job: on tmpfs 100,000 of them cost seconds to

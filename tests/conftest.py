@@ -132,6 +132,18 @@ def devstack() -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="session")
+def lepton_server():
+    """One Lepton emulator server for the whole run (its own distribution, emulator/).
+    Tests open a workspace of their own on it (`lepton_server.open(...)`): its token, jobs,
+    secrets, faults and replica files are that test's alone, and closing it ends its
+    replicas, so nothing leaks from one test to the next and no test waits for a server."""
+    from lepton_emulator.server import Server
+
+    with Server() as server:
+        yield server
+
+
 _DIAGNOSIS_CORPUS = ROOT / "tests" / "diagnose"
 _corpus_ran: list[bool] = []
 

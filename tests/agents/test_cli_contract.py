@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from anylaunch.lepton_emulator.server import Emulator
-
 
 def test_logs_since_an_offset_prints_only_what_followed(cli, write):
     path = write("command: python -c \"print('first'); print('second')\"\nlauncher: none\n")
@@ -19,8 +17,8 @@ def test_logs_since_an_offset_prints_only_what_followed(cli, write):
     assert negative.rc == 2 and "tail" in negative.json()["error"]["message"]
 
 
-def test_lepton_shapes_and_volumes_list_the_workspace(cli, tmp_path):
-    with Emulator(state_dir=tmp_path / "emulator", seed=7) as emu:
+def test_lepton_shapes_and_volumes_list_the_workspace(cli, tmp_path, lepton_server):
+    with lepton_server.open(state_dir=tmp_path / "emulator", seed=7) as emu:
         shapes = cli("lepton", "shapes", "--json", env=emu.env())
         assert shapes.rc == 0 and shapes.json(), shapes.err
         assert all(s["gpu_count"] >= 0 for s in shapes.json().values())

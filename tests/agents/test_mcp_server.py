@@ -221,12 +221,10 @@ def test_read_only_server_offers_only_reading_tools_and_refuses_run(server_env, 
 
 
 @pytest.mark.torch
-def test_agent_runs_on_the_lepton_emulator_and_cancels(server_env, tmp_path, home):
+def test_agent_runs_on_the_lepton_emulator_and_cancels(server_env, tmp_path, home, lepton_server):
     pytest.importorskip("torch")
-    from anylaunch.lepton_emulator.server import Emulator
-
     failing = failing_program(tmp_path)
-    with Emulator(state_dir=tmp_path / "emulator", seed=7) as emu:
+    with lepton_server.open(state_dir=tmp_path / "emulator", seed=7) as emu:
         # Replicas see only their image and mounts: the programs go on the node group's
         # Lustre volume, which jobs on that group see at /mnt/lustre.
         volume = emu.world.volumes / "lustre" / "fsw" / "portfolios" / "edgeai"

@@ -1,16 +1,15 @@
-"""An emulator per test on a free loopback port, with the client's three variables set."""
+"""A fresh emulated workspace per test, on the run's one emulator server, with the
+client's three variables set."""
 
 from __future__ import annotations
 
 import pytest
 
-from anylaunch.lepton_emulator.server import Emulator
-
 
 @pytest.fixture
-def emulator(tmp_path, monkeypatch, home):
+def emulator(lepton_server, tmp_path, monkeypatch, home):
     """A fresh emulated workspace; the client finds it through the environment."""
-    with Emulator(state_dir=tmp_path / "emulator", seed=7) as emu:
+    with lepton_server.open(state_dir=tmp_path / "emulator", seed=7) as emu:
         for key, value in emu.env().items():
             monkeypatch.setenv(key, value)
         monkeypatch.delenv("NGC_KEY", raising=False)

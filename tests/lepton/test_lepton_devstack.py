@@ -1,4 +1,5 @@
-"""scripts/devstack.d/lepton starts the emulator through the real CLI and stops exactly it."""
+"""scripts/devstack.d/lepton starts the emulator by its own command (`lepton-emulator`,
+the emulator's distribution in emulator/) and stops exactly it."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def test_up_serves_a_workspace_and_down_stops_only_it(tmp_path, home):
         pid = int((state / "lepton" / "pid").read_text())
         proc = psutil.Process(pid)
         assert env["LEPTON_AUTH_TOKEN"] not in " ".join(proc.cmdline())  # not visible in ps
+        assert proc.cmdline()[1] == str(ROOT / ".venv" / "bin" / "lepton-emulator")
         subprocess.run([str(SCRIPT), "up", str(state)], check=True, timeout=60)  # idempotent
         assert int((state / "lepton" / "pid").read_text()) == pid
         sdk = LeptonSDK(

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from lepton_helpers import ROOT, wait_until
 
-from anylaunch.lepton_emulator import sandbox
+from lepton_emulator import sandbox
 
 pytestmark = pytest.mark.skipif(
     not sandbox.namespaces_work(), reason="needs unshare and mount (root) for replica roots"
@@ -84,15 +84,18 @@ def test_a_bare_replica_has_the_standard_library_and_only_its_declared_mount(emu
     assert (folder / "out.txt").read_text() == "from-the-replica\n"
 
 
-def test_the_pytorch_image_has_torch_and_not_anylaunch(emulator):
+def test_the_pytorch_image_has_torch_and_numpy_and_not_anylaunch(emulator):
     probe = (
         "python3 -c \"import torch; print('torch', torch.__version__)\";"
+        " python3 -c \"import numpy, torch; print('numpy', torch.from_numpy(numpy.arange(4)).sum().item())\";"
         ' python3 -c "import anylaunch" 2>/dev/null || echo no-anylaunch;'
         " command -v torchrun >/dev/null && echo has-torchrun"
     )
     state, text, _ = run(emulator, body("nvcr.io/nvidia/pytorch:25.08-py3", probe))
     assert state == "Completed", text  # public: pulled without an image pull secret
     assert "torch 2.13.0" in text and "no-anylaunch" in text and "has-torchrun" in text
+    # Every NGC PyTorch image has numpy: torch finds it and says nothing.
+    assert "numpy 6" in text and "Failed to initialize NumPy" not in text, text
 
 
 @pytest.mark.parametrize(

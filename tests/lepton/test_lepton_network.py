@@ -10,8 +10,8 @@ import httpx
 import pytest
 from lepton_helpers import NODE_GROUP, PERMITTED, wait_until
 
-from anylaunch.lepton_emulator import network
-from anylaunch.lepton_emulator.server import Emulator
+from lepton_emulator import network
+from lepton_emulator.server import Emulator
 
 pytestmark = pytest.mark.skipif(
     not network.works(), reason="needs network namespaces and nsenter (root)"
@@ -159,3 +159,63 @@ def test_an_outside_endpoint_off_loopback_is_refused():
     with pytest.raises(ValueError, match="loopback"):
         network.parse_endpoint("http://192.0.2.7:9000")
     assert network.parse_endpoint("http://localhost:9000/bucket") == ("127.0.0.1", 9000)
+
+
+NAMES = """
+import os, socket
+me = socket.gethostname()
+print("hostname", me, "is", socket.gethostbyname(me), flush=True)
+other = "worker-%d.%s" % (1 - int(os.environ["LEPTON_JOB_WORKER_INDEX"]), os.environ["LEPTON_SUBDOMAIN"])
+try:
+    print("peer", socket.gethostbyname(other), flush=True)
+except OSError as exc:
+    print("no peer", type(exc).__name__, exc.errno == socket.EAI_NONAME, flush=True)
+"""
+
+
+@pytest.mark.parametrize("intra", [True, False])
+def test_each_replica_resolves_its_own_hostname_and_its_peers_only_with_intra_job_communication(
+    emulator, intra
+):
+    job_id = create(
+        emulator, "python:3.11", ["python3", "-c", NAMES],
+        completions=2, parallelism=2, intra_job_communication=intra,
+    )  # fmt: skip
+    state = wait_until(lambda: ended(emulator, job_id), timeout=120, what="the job to end")
+    replicas = emulator.world.jobs[job_id].replicas
+    assert state == "Completed", output(emulator, job_id)
+    for replica in replicas:
+        text = replica.text()
+        # As a kubelet names a pod of a job with a subdomain: its hostname is its worker
+        # name, and /etc/hosts gives it its own address.
+        assert f"hostname worker-{replica.index} is {replica.address}" in text, text
+        if intra:
+            assert f"peer {replicas[1 - replica.index].address}" in text, text
+        else:  # a definite "no such name", never a resolver that cannot be reached
+            assert "no peer gaierror True" in text, text
+
+
+GLOO = """
+import os
+import torch.distributed as dist
+rank = int(os.environ["LEPTON_JOB_WORKER_INDEX"])
+master = "tcp://worker-0." + os.environ["LEPTON_SUBDOMAIN"] + ":29400"
+dist.init_process_group("gloo", init_method=master, rank=rank, world_size=2)
+dist.barrier()
+print("rank", rank, "met", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_ranks_of_a_pytorch_job_meet_without_a_warning_about_names_or_numpy(emulator):
+    job_id = create(
+        emulator, "nvcr.io/nvidia/pytorch:25.08-py3", ["python3", "-c", GLOO],
+        completions=2, parallelism=2, intra_job_communication=True,
+    )  # fmt: skip
+    state = wait_until(lambda: ended(emulator, job_id), timeout=300, what="the job to end")
+    text = output(emulator, job_id)
+    assert state == "Completed" and "rank 0 met" in text and "rank 1 met" in text, text
+    # torch's c10d names each connection's peer; an unreachable resolver made every rank
+    # warn "The hostname of the client socket cannot be retrieved".
+    assert "cannot be retrieved" not in text and "Warning" not in text, text
+    assert "Failed to initialize NumPy" not in text, text

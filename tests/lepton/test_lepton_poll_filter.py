@@ -8,9 +8,9 @@ from anylaunch import api
 from anylaunch.backends.lepton.backend import SELECTOR_IDS, LeptonBackend
 from anylaunch.backends.lepton.plan import LABEL_JOB_ID
 from anylaunch.jobfile import loader
-from anylaunch.lepton_emulator.faults import Fault
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
+from lepton_emulator.faults import Fault
 
 JOB = "name: held\ncommand: python train.py\nimage: pytorch/pytorch:2.5.1\ngpus_per_node: 8\nlepton: {}\n"
 

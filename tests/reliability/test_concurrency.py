@@ -17,9 +17,9 @@ from pathlib import Path
 
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, store_problems, wait_until
 
-from anylaunch.lepton_emulator.server import Emulator
 from anylaunch.state import State
 from anylaunch.store import Store
+from lepton_emulator.server import Server
 
 WORKERS = 8
 JOBS_PER_WORKER = 3
@@ -98,7 +98,7 @@ def test_eight_processes_submitting_polling_and_cancelling_lose_no_update(home: 
 
 
 def test_a_cancel_that_arrives_while_the_submit_is_in_flight_is_not_lost(
-    home: Path, tmp_path: Path
+    home: Path, tmp_path: Path, lepton_server: Server
 ) -> None:
     """The create call is slow (2 s): `cancel` finds the job recorded but without a native
     id to stop. The submitting process must stop it once the create returns."""
@@ -107,7 +107,7 @@ def test_a_cancel_that_arrives_while_the_submit_is_in_flight_is_not_lost(
         "image: python:3.11\nlauncher: none\ncommand: [sleep, '60']\n"
         "lepton: {resource_shape: cpu.small}\n"
     )
-    with Emulator(state_dir=tmp_path / "emulator") as emu:
+    with lepton_server.open(state_dir=tmp_path / "emulator") as emu:
         emu.add_fault(kind="slow", route="POST /jobs", delay_s=2.0, count=1)
         env = cli_env(home, **emu.env())
         submit = subprocess.Popen(

@@ -33,6 +33,7 @@ from anylaunch.jobfile.spec import JobSpec
 from anylaunch.launch.resolve import resolve
 from anylaunch.state import State
 from anylaunch.store import Store, new_id
+from lepton_emulator.server import Server
 
 SPLITS = 20
 TRIALS = 10
@@ -223,16 +224,15 @@ def test_a_slurm_array_submitted_but_never_noted_is_found_by_its_comment_not_res
 
 
 def test_a_lepton_job_created_but_never_noted_is_found_by_its_name_not_created_again(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lepton_server: Server
 ) -> None:
     from anylaunch.launch import splits
-    from anylaunch.lepton_emulator.server import Emulator
 
     spec = JobSpec(
         command=["true"], launcher="none", image="python:3.11", splits=2,
         lepton={"resource_shape": "cpu.small"},
     )  # fmt: skip
-    with Emulator(state_dir=tmp_path / "emulator") as emu:
+    with lepton_server.open(state_dir=tmp_path / "emulator") as emu:
         for key, value in emu.env().items():
             monkeypatch.setenv(key, value)
         store = Store(home)

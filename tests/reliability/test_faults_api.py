@@ -18,7 +18,7 @@ import httpx
 import pytest
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, fault, load_json
 
-from anylaunch.lepton_emulator.server import Emulator
+from lepton_emulator.server import Server, Workspace
 
 SUBMISSIONS = 50
 # Each route fails 30% of the time in all (the first fault that fires wins).
@@ -39,8 +39,8 @@ READ_FAULTS = [
 
 
 @pytest.fixture
-def emulator(tmp_path: Path):
-    with Emulator(state_dir=tmp_path / "emulator", seed=11) as emu:
+def emulator(tmp_path: Path, lepton_server: Server):
+    with lepton_server.open(state_dir=tmp_path / "emulator", seed=11) as emu:
         yield emu
 
 
@@ -51,7 +51,7 @@ def _all_faults() -> list[dict]:
     return faults
 
 
-def _raw_jobs(emulator: Emulator) -> list[dict]:
+def _raw_jobs(emulator: Workspace) -> list[dict]:
     resp = httpx.get(
         emulator.url + "/jobs",
         params={"job_query_mode": "alive_and_archive"},
@@ -63,7 +63,7 @@ def _raw_jobs(emulator: Emulator) -> list[dict]:
 
 
 def test_fifty_submissions_under_thirty_percent_faults_make_exactly_fifty_jobs(
-    emulator: Emulator, home: Path, tmp_path: Path
+    emulator: Workspace, home: Path, tmp_path: Path
 ) -> None:
     job = tmp_path / "job.yaml"
     job.write_text(
@@ -75,7 +75,7 @@ def test_fifty_submissions_under_thirty_percent_faults_make_exactly_fifty_jobs(
         "env: {WANDB_API_KEY: planted-wandb-key-1234}\n"
         "lepton: {resource_shape: cpu.small}\n"
     )
-    from anylaunch.lepton_emulator.server import set_faults
+    from lepton_emulator.server import set_faults
 
     set_faults(emulator.url, emulator.token, _all_faults())
     env = cli_env(home, **emulator.env())

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, wait_until
 
-from anylaunch.lepton_emulator.server import Emulator
+from lepton_emulator.server import Server
 
 NAMES = ("HF_TOKEN", "ACCESS_KEY", "SECRET_KEY", "LEPTON_AUTH_TOKEN", "NGC_KEY")
 
@@ -71,6 +71,7 @@ def _job(tmp_path: Path, uri: str, backend: str) -> Path:
 
 @pytest.mark.parametrize("backend", ["local", "slurm", "lepton"])
 def test_planted_secrets_appear_nowhere_after_a_full_run(
+    lepton_server: Server,
     backend: str,
     planted: dict[str, str],
     s3_object: str,
@@ -80,7 +81,7 @@ def test_planted_secrets_appear_nowhere_after_a_full_run(
 ) -> None:
     token, s3 = planted["LEPTON_AUTH_TOKEN"], devstack["S3_ENDPOINT_URL"]
     # The S3 server is what a Lepton job reaches outside its own network.
-    with Emulator(state_dir=tmp_path / "emulator", token=token, outside=[s3]) as emu:
+    with lepton_server.open(state_dir=tmp_path / "emulator", token=token, outside=[s3]) as emu:
         env = cli_env(
             home,
             **{**emu.env(), **planted},

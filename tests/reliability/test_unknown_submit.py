@@ -29,10 +29,10 @@ from reliability_helpers import (
 )
 
 from anylaunch import api
-from anylaunch.lepton_emulator.server import Emulator, set_faults
 from anylaunch.state import State
 from anylaunch.store import Store
 from helpers import wait_until
+from lepton_emulator.server import Server, set_faults
 
 
 def _cli(env: dict[str, str], cwd: Path, *args: str, timeout: float = 300):
@@ -53,7 +53,7 @@ def _states(home: Path, job_id: str) -> list[str]:
 
 
 def test_a_lepton_create_whose_answer_is_lost_is_adopted_by_name_not_failed(
-    home: Path, tmp_path: Path
+    home: Path, tmp_path: Path, lepton_server: Server
 ) -> None:
     job = tmp_path / "job.yaml"
     job.write_text(
@@ -67,7 +67,7 @@ def test_a_lepton_create_whose_answer_is_lost_is_adopted_by_name_not_failed(
         {"kind": "drop", "route": "POST /jobs", "count": 1},
         {"kind": "http", "route": "GET /jobs", "status": 503, "count": 30},
     ]
-    with Emulator(state_dir=tmp_path / "emulator") as emu:
+    with lepton_server.open(state_dir=tmp_path / "emulator") as emu:
         set_faults(emu.url, emu.token, faults)
         env = cli_env(home, **emu.env())
         done = _cli(env, tmp_path, "run", str(job), "--json", "--no-preflight")

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch.lepton_emulator import sandbox
-from anylaunch.lepton_emulator.server import Emulator
 from helpers import wait_until
+from lepton_emulator import sandbox
 
 PROGRAM = Path(__file__).resolve().parents[1] / "lepton" / "programs" / "stdlib_trainer.py"
 PERMITTED = Path("lustre") / "fsw" / "portfolios" / "edgeai"  # seen at /mnt/lustre
@@ -20,7 +19,7 @@ PERMITTED = Path("lustre") / "fsw" / "portfolios" / "edgeai"  # seen at /mnt/lus
 @pytest.mark.slow
 @pytest.mark.skipif(not sandbox.namespaces_work(), reason="needs unshare (root)")
 def test_a_bare_image_job_stages_in_resumes_after_eviction_and_uploads(
-    cli, write, tmp_path, s3client, bucket, cli_env
+    cli, write, tmp_path, s3client, bucket, cli_env, lepton_server
 ):
     for name in ("a.txt", "b.txt"):
         s3client.put_object(Bucket=bucket, Key=f"train/{name}", Body=name.encode())
@@ -43,7 +42,7 @@ def test_a_bare_image_job_stages_in_resumes_after_eviction_and_uploads(
         """
     )
     outside = [cli_env["S3_ENDPOINT_URL"]]  # the S3 server: a job reaches it, as on Lepton
-    with Emulator(state_dir=tmp_path / "emulator", seed=5, outside=outside) as emulator:
+    with lepton_server.open(state_dir=tmp_path / "emulator", seed=5, outside=outside) as emulator:
         volume = emulator.world.volumes / PERMITTED
         (volume / "programs").mkdir(parents=True)
         shutil.copy(PROGRAM, volume / "programs" / PROGRAM.name)

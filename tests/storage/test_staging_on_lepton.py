@@ -3,8 +3,6 @@ devstack S3 server, worker 0 uploads the outputs, in a bare image (python3 only)
 
 from __future__ import annotations
 
-from anylaunch.lepton_emulator.server import Emulator
-
 READER = (
     "import os, pathlib; files = sorted(p.name for p in pathlib.Path('data').iterdir());"
     " print('node', os.environ['NODE_RANK'], 'seen', files);"
@@ -14,7 +12,7 @@ READER = (
 
 
 def test_lepton_replicas_read_s3_inputs_and_worker_0_uploads(
-    cli, write, tmp_path, s3client, bucket, cli_env
+    cli, write, tmp_path, s3client, bucket, cli_env, lepton_server
 ):
     for name in ("a.bin", "b.bin"):
         s3client.put_object(Bucket=bucket, Key=f"train/{name}", Body=name.encode())
@@ -31,7 +29,7 @@ def test_lepton_replicas_read_s3_inputs_and_worker_0_uploads(
     )
     # The S3 server is what a job reaches outside its own network, as on Lepton.
     outside = [cli_env["S3_ENDPOINT_URL"]]
-    with Emulator(state_dir=tmp_path / "emulator", seed=3, outside=outside) as emulator:
+    with lepton_server.open(state_dir=tmp_path / "emulator", seed=3, outside=outside) as emulator:
         env = {**cli_env, **emulator.env()}
         result = cli("run", str(path), "--json", env=env, timeout=180)
         assert result.rc == 0, result.out + result.err

@@ -9,8 +9,6 @@ import sys
 
 from tests.lepton.lepton_helpers import MOUNT, NODE_GROUP, volume_dir
 
-from anylaunch.lepton_emulator.server import Emulator
-
 PREPARE = "import pathlib; pathlib.Path('data').mkdir(exist_ok=True); pathlib.Path('data/rows.txt').write_text('r1,r2,r3')"
 TRAIN = (
     "import os, pathlib; rank = os.environ['NODE_RANK']; print('train on node', rank, 'of',"
@@ -36,7 +34,7 @@ EXPORT = (
 
 
 def test_four_steps_across_local_slurm_and_lepton_succeed_after_retrying_one_split(
-    cli, write, tmp_path, s3client, bucket, cli_env, devstack
+    cli, write, tmp_path, s3client, bucket, cli_env, devstack, lepton_server
 ):
     work, cluster_work = tmp_path / "work", tmp_path / "cluster-work"
     work.mkdir()
@@ -75,7 +73,7 @@ def test_four_steps_across_local_slurm_and_lepton_succeed_after_retrying_one_spl
         "wf.yaml",
     )
     outside = [cli_env["S3_ENDPOINT_URL"]]  # the S3 server: a job reaches it, as on Lepton
-    with Emulator(state_dir=tmp_path / "emulator", seed=5, outside=outside) as emulator:
+    with lepton_server.open(state_dir=tmp_path / "emulator", seed=5, outside=outside) as emulator:
         volume_dir(emulator, MOUNT).mkdir(parents=True, exist_ok=True)
         env = {
             **cli_env,

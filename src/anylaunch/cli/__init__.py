@@ -32,7 +32,7 @@ def cli() -> None:
 
 for command in (
     run.run, run.retry, run.preflight, jobs.ps, jobs.status, jobs.logs, jobs.cancel,
-    jobs.diagnose, serve.lepton_emulator, serve.ui, serve.mcp, lepton.lepton, schema.schema,
+    jobs.diagnose, serve.ui, serve.mcp, lepton.lepton, schema.schema,
 ):  # fmt: skip
     cli.add_command(command)
 

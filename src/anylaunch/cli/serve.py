@@ -1,9 +1,7 @@
-"""The long-running commands the user starts on purpose: the dashboard (`ui`), the
-MCP server (`mcp`) and the Lepton emulator."""
+"""The long-running commands the user starts on purpose: the dashboard (`ui`) and the
+MCP server (`mcp`)."""
 
 from __future__ import annotations
-
-import json
 
 import click
 
@@ -57,61 +55,3 @@ def mcp(read_only: bool) -> None:
             f"the MCP server needs {exc.name} — pip install 'anylaunch[mcp]'"
         ) from None
     serve(read_only=read_only)
-
-
-@click.command("lepton-emulator")
-@click.option("--port", type=int, default=0, show_default=True, help="0 picks a free port.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="A loopback address.")
-@click.option("--workspace", default="ws-emulator", show_default=True)
-@click.option("--token", envvar="LEPTON_EMULATOR_TOKEN", help="Accepted token (default: random).")
-@click.option("--state-dir", type=click.Path(file_okay=False), help="Replica files (default: tmp).")
-@click.option("--fault", "faults", multiple=True, metavar="JSON", help="A fault to switch on.")
-@click.option(
-    "--outside",
-    multiple=True,
-    metavar="HOST:PORT",
-    help="A loopback endpoint jobs may reach (e.g. the S3 server); repeatable.",
-)
-@handles_errors
-def lepton_emulator(
-    port: int,
-    host: str,
-    workspace: str,
-    token: str | None,
-    state_dir: str | None,
-    faults: tuple,
-    outside: tuple,
-) -> None:
-    """Serve a local emulator of the DGX Cloud Lepton job API until interrupted.
-
-    Prints one JSON line with the workspace URL; point a client at it with
-    LEPTON_WORKSPACE_URL, LEPTON_WORKSPACE_ID and LEPTON_AUTH_TOKEN.
-    """
-    import secrets
-    import tempfile
-    from pathlib import Path
-
-    from anylaunch.errors import UsageError
-
-    try:
-        from anylaunch.lepton_emulator.server import serve
-    except ImportError as exc:
-        raise UsageError(
-            f"the emulator needs {exc.name} — pip install 'anylaunch[lepton-emulator]'"
-        ) from None
-    if token is None:
-        token = "emu-" + secrets.token_hex(12)
-        click.echo(f"token: {token}", err=True)
-    try:
-        parsed = [json.loads(f) for f in faults]
-        serve(
-            host=host,
-            port=port,
-            workspace=workspace,
-            token=token,
-            state_dir=Path(state_dir or tempfile.mkdtemp(prefix="lepton-emu-")),
-            faults=parsed,
-            outside=outside,
-        )
-    except (ValueError, OSError) as exc:
-        raise UsageError(f"lepton-emulator: {exc}") from None

@@ -78,7 +78,7 @@ CUDA_RT = "NVIDIA CUDA runtime API, cudaError_t (docs.nvidia.com/cuda/cuda-runti
 KERNEL_OOM = "torvalds/linux mm/oom_kill.c"
 XID = "NVIDIA Xid errors (docs.nvidia.com/deploy/xid-errors)"
 SKY = "skypilot-org/skypilot sky/exceptions.py, sky/jobs/state.py"
-LEPTON = "anylaunch src/anylaunch/lepton_emulator/jobs.py (Lepton's Kubernetes events)"
+LEPTON = "anylaunch emulator/src/lepton_emulator/jobs.py (Lepton's Kubernetes events)"
 
 RULES: list[Rule] = [
     # --- Scheduler verdicts -------------------------------------------------------------

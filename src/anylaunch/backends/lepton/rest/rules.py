@@ -1,8 +1,9 @@
-"""Rules of the Lepton job API that both our client and the emulator apply.
+"""Rules of the Lepton job API that our client applies before it sends a job.
 
 Copied from the official SDK (leptonai 0.47.1): `config.LEPTON_RESERVED_ENV_NAMES`,
-`api/v2/job_validation.py` and the CLI's queue flags (`cli/util.py`). Keeping them in one
-place means the emulator refuses exactly what the backend refuses before sending.
+`api/v2/job_validation.py` and the CLI's queue flags (`cli/util.py`). The emulator keeps
+its own copy (emulator/src/lepton_emulator/rules.py): a rule lost here is then refused by
+the emulated server instead of being agreed with.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ a Python interpreter and the host directories a replica sees, read-only, under
 - `bare`: the system python3 with its standard library only (the distribution's
   dist-packages are hidden). ubuntu:* and debian:* images.
 - `python`: bare, plus the `python` command that the python:* images also have.
-- `pytorch`: python3 with torch 2.13.0 and the packages torch needs, nothing else: a
-  virtualenv whose site-packages holds hard links to those packages only.
+- `pytorch`: python3 with torch 2.13.0, the packages torch needs and numpy (every NGC
+  PyTorch image has it, and torch warns in every process when it is missing), nothing
+  else: a virtualenv whose site-packages holds hard links to those packages only.
   nvcr.io/nvidia/pytorch:* and the pytorch/pytorch images.
 - `dev`: an image built from this repository (`anylaunch-dev:*`), with the project's
   virtualenv and the repository at the paths they have here, so anylaunch, boto3 and
@@ -22,13 +23,16 @@ unknown here and fails to pull, like an image that does not exist.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import fnmatch
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -38,7 +42,7 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # built on this host elsewhere, never at the same path.
 IMAGE_ROOT = "/opt/image"
 TORCH_VERSION = "2.13.0"
-PROFILE_FORMAT = 2  # bump when a built profile's layout changes
+PROFILE_FORMAT = 3  # bump when a built profile's layout or contents change
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,57 @@ def profile(name: str) -> Profile:
     raise KeyError(name)
 
 
+# What an image's /etc holds that programs read: users and groups, resolver settings, the
+# loader's cache, certificates, alternatives, shells' profiles, time zone. Copied from
+# this machine once per emulator process, read-only in replicas; nothing else of its /etc
+# (/etc/shadow, ssh host keys, munge's key, sudoers) is there.
+ETC_FILES = (
+    "passwd", "group", "host.conf", "gai.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
+    "ca-certificates.conf", "localtime", "timezone", "os-release", "debian_version",
+    "mime.types", "protocols", "services", "networks", "profile", "profile.d",
+    "bash.bashrc", "environment", "inputrc", "shells", "login.defs", "python3",
+    f"python{sys.version_info.major}.{sys.version_info.minor}",
+)  # fmt: skip
+_NEVER = ("private",)  # ssl/private: the host's TLS keys
+# Name service from files alone. On Lepton a job's names come from the cluster's DNS,
+# which answers for the job's workers and says "no such name" for the rest at once. A
+# replica has no DNS server to reach, so /etc/hosts holds those answers and nothing asks
+# further: a lookup of anything else is a definite "not found", never the "temporary
+# failure" (EAI_AGAIN) of an unreachable server that torch's c10d warns about on every
+# connection it cannot name.
+NSSWITCH = """passwd: files
+group: files
+hosts: files
+networks: files
+protocols: files
+services: files
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def image_etc() -> Path:
+    """This process's copy of the /etc an image has (ETC_FILES), removed at exit."""
+    made = Path(tempfile.mkdtemp(prefix="lepton-image-etc-"))
+    atexit.register(shutil.rmtree, made, True)
+    etc = made / "etc"
+    etc.mkdir(mode=0o755)
+    for name in ETC_FILES:
+        host = Path("/etc") / name
+        try:
+            if host.is_symlink() or host.is_file():
+                shutil.copy2(host, etc / name, follow_symlinks=False)
+            elif host.is_dir():
+                shutil.copytree(
+                    host, etc / name, symlinks=True, ignore=shutil.ignore_patterns(*_NEVER)
+                )
+        except OSError:
+            continue  # unreadable here: the image goes without it
+    (etc / "nsswitch.conf").write_text(NSSWITCH)
+    (etc / "hosts").touch()  # the replica's hosts file is bound over it
+    return etc
+
+
 def _python_alias() -> Path:
     """A folder whose `python` is the system python3, as in the python:* images."""
     folder = cache_dir() / "python-alias" / "bin"
@@ -125,10 +180,11 @@ def _python_alias() -> Path:
 
 
 def _repository() -> Path | None:
-    """The checkout anylaunch is installed from (editable install), if any."""
+    """The checkout this emulator is installed from (editable install), if any: the
+    repository the dev image is built from."""
     here = Path(__file__).resolve()
     for parent in here.parents:
-        if (parent / "pyproject.toml").is_file():
+        if (parent / ".git").exists():
             return parent
     return None
 
@@ -172,10 +228,11 @@ def build_pytorch() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (target / ".complete").exists():
             return target
-        dists = _closure("torch")
-        if not any(d.metadata["Name"].lower() == "torch" for d in dists):
+        dists = _closure("torch") + _closure("numpy")
+        names = {d.metadata["Name"].lower() for d in dists}
+        if not {"torch", "numpy"} <= names:
             raise RuntimeError(
-                f"the pytorch image profile needs torch=={TORCH_VERSION} in {sys.prefix}"
+                f"the pytorch image profile needs torch=={TORCH_VERSION} and numpy in {sys.prefix}"
             )
         shutil.rmtree(target, ignore_errors=True)
         base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
@@ -212,10 +269,10 @@ def _link_distribution(dist: metadata.Distribution, site: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m anylaunch.lepton_emulator.images build`: build the profiles now."""
+    """`python -m lepton_emulator.images build`: build the profiles now."""
     args = sys.argv[1:] if argv is None else argv
     if args != ["build"]:
-        print("usage: python -m anylaunch.lepton_emulator.images build", file=sys.stderr)
+        print("usage: python -m lepton_emulator.images build", file=sys.stderr)
         return 2
     print(f"pytorch image profile: {build_pytorch()}")
     return 0

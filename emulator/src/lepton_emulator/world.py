@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anylaunch.lepton_emulator import validate
-from anylaunch.lepton_emulator.faults import FaultBook
-from anylaunch.lepton_emulator.jobs import TERMINAL, JobRun, suffix
-from anylaunch.lepton_emulator.network import Endpoint
+from lepton_emulator import validate
+from lepton_emulator.faults import FaultBook
+from lepton_emulator.jobs import TERMINAL, JobRun, suffix
+from lepton_emulator.network import Endpoint
 
 ALIVE_HIDDEN = frozenset({"Deleted", "Archived"})
 

@@ -1,8 +1,11 @@
 """HTTP routes of the emulated workspace API (paths and JSON as in SDK 0.47.1).
 
-Every workspace route goes through `_api`: Bearer token check (401 unknown/missing,
-403 another workspace), then the HTTP faults that match "METHOD /path", then the handler.
-Handlers that may block (stopping a job waits for its processes) run in a thread.
+One server serves any number of workspaces, each its own World at its own
+`/api/v2/workspaces/<id>` with its own tokens, as Lepton serves many. Every workspace
+route goes through `_api`: Bearer token check (401 a token of no workspace or none, 403 a
+token of another workspace), then the HTTP faults of that workspace that match
+"METHOD /path", then the handler. Handlers that may block (stopping a job waits for its
+processes) run in a thread.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from anylaunch.lepton_emulator import catalog, selectors
-from anylaunch.lepton_emulator.faults import Fault
-from anylaunch.lepton_emulator.jobs import JobRun
-from anylaunch.lepton_emulator.validate import Invalid
-from anylaunch.lepton_emulator.world import World
+from lepton_emulator import catalog, selectors
+from lepton_emulator.faults import Fault
+from lepton_emulator.jobs import JobRun
+from lepton_emulator.validate import Invalid
+from lepton_emulator.world import World
 
 Handler = Callable[[Request, World], Awaitable[Response]]
 BASE = "/api/v2/workspaces/{ws}"
@@ -89,17 +92,27 @@ def _quiet_dropped(record: logging.LogRecord) -> bool:
 logging.getLogger("uvicorn.error").addFilter(_quiet_dropped)
 
 
+def _bearer(request: Request) -> str:
+    auth = request.headers.get("authorization", "")
+    return auth[7:] if auth.lower().startswith("bearer ") else ""
+
+
+def _world_of(request: Request, token: str) -> World | None:
+    """The served workspace that accepts `token`, if any."""
+    worlds: dict[str, World] = request.app.state.worlds
+    return next((w for w in list(worlds.values()) if token and token in w.tokens), None)
+
+
 def _api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     @functools.wraps(handler)
     async def endpoint(request: Request) -> Response:
-        world: World = request.app.state.world
         rid = secrets.token_hex(8)
-        auth = request.headers.get("authorization", "")
-        token = auth[7:] if auth.lower().startswith("bearer ") else ""
+        token = _bearer(request)
         rel = request.url.path.split(f"/workspaces/{request.path_params['ws']}", 1)[1] or "/"
-        if token not in world.tokens:
-            return error(401, "Unauthorized", "invalid or missing workspace token")
-        if request.path_params["ws"] != world.workspace:
+        world = request.app.state.worlds.get(request.path_params["ws"])
+        if world is None or token not in world.tokens:
+            if _world_of(request, token) is None:
+                return error(401, "Unauthorized", "invalid or missing workspace token")
             return error(403, "Forbidden", "token is not valid for this workspace")
         fault = world.faults.for_request(request.method, rel)
         if fault is not None and fault.kind == "http":
@@ -467,8 +480,9 @@ async def tokens(request: Request, world: World) -> Response:
 
 
 async def control_faults(request: Request) -> Response:
-    world: World = request.app.state.world
-    if request.headers.get("authorization", "")[7:] not in world.tokens:
+    """The faults of the workspace whose token the request carries."""
+    world = _world_of(request, _bearer(request))
+    if world is None:
         return error(401, "Unauthorized", "invalid or missing token")
     if request.method == "DELETE":
         world.faults.clear()
@@ -487,7 +501,9 @@ async def healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
-def build(world: World) -> Starlette:
+def build(worlds: dict[str, World]) -> Starlette:
+    """The app serving `worlds` (workspace id -> World); the caller may add and remove
+    workspaces while it serves."""
     routes = [r for r in globals().values() if isinstance(r, Route)]
     routes.sort(key=lambda r: r.path.count("{"))  # static segments before parameters
     routes += [
@@ -495,5 +511,5 @@ def build(world: World) -> Starlette:
         Route("/_emulator/healthz", healthz, methods=["GET"]),
     ]
     app = Starlette(routes=routes)
-    app.state.world = world
+    app.state.worlds = worlds
     return app

@@ -1,19 +1,14 @@
-"""What a create request must satisfy (the SDK's job_validation rules, checked server-side).
+"""What a create request must satisfy (the SDK's rules, checked server-side: rules.py).
 
 Each problem is a 400 with `{"code": "ValidationError", "message": ...}`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
-from anylaunch.backends.lepton.rest import rules
-from anylaunch.lepton_emulator import catalog
-
-_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-_LABEL_KEY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+from lepton_emulator import catalog, rules
 
 
 class Invalid(Exception):
@@ -26,17 +21,16 @@ def check_job(body: Any, secret_exists: Callable[[str], bool]) -> None:
     name = body["metadata"].get("id") or body["metadata"].get("name")
     if not isinstance(name, str) or not name:
         raise Invalid("metadata.id (the job name) is required")
-    if len(name) > 36 or not _NAME.match(name) or name.endswith("-") or name.endswith("by-lepton"):
-        raise Invalid(
-            f"invalid job name '{name}': lowercase letters, digits and '-', starting with a "
-            "letter, at most 36 characters, not ending with '-'"
-        )
+    problem = rules.job_name_problem(name)
+    if problem:
+        raise Invalid(problem)
     labels = body["metadata"].get("labels") or {}
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         raise Invalid("metadata.labels must map strings to strings")
     for key in labels:
-        if len(key) > 63 or not _LABEL_KEY.match(key):
-            raise Invalid(f"invalid label key {key!r}")
+        problem = rules.label_key_problem(key)
+        if problem:
+            raise Invalid(problem)
     spec = body.get("spec") or {}
     if not isinstance(spec, dict):
         raise Invalid("spec must be an object")
@@ -128,6 +122,8 @@ def _check_mount(mount: Any) -> None:
         raise Invalid(f"mount_path {mount['mount_path']} is a reserved system path")
     if not mount["mount_path"].startswith("/"):
         raise Invalid(f"mount_path {mount['mount_path']} must be absolute")
+    if rules.climbs(mount["mount_path"]):
+        raise Invalid(f"mount_path {mount['mount_path']} has a '..': give the path without it")
     source = mount.get("from")
     if not isinstance(source, str) or not source:
         raise Invalid(
@@ -136,6 +132,11 @@ def _check_mount(mount: Any) -> None:
     path = mount.get("path")
     if path is not None and not isinstance(path, str):
         raise Invalid(f"mount at {mount['mount_path']}: path must be a string")
+    if path is not None and rules.climbs(path):
+        raise Invalid(
+            f"mount at {mount['mount_path']}: path {path} has a '..', which would leave the"
+            " volume's permitted folder: give the path without it"
+        )
     if source == "node-local":
         return
     kind, _, volume = source.partition(":")

@@ -9,6 +9,8 @@ fires the job's faults when their time comes, applies Lepton's retry rules
 from __future__ import annotations
 
 import datetime as dt
+import os
+import posixpath
 import secrets
 import string
 import sys
@@ -17,15 +19,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anylaunch.lepton_emulator import catalog, images, network, sandbox
-from anylaunch.lepton_emulator.faults import Fault
-from anylaunch.lepton_emulator.network import Endpoint, JobNetwork
-from anylaunch.lepton_emulator.replicas import Replica
+from lepton_emulator import catalog, images, network, sandbox
+from lepton_emulator.faults import Fault
+from lepton_emulator.network import Endpoint, JobNetwork
+from lepton_emulator.replicas import Replica
 
 # Without namespaces there are no images: replicas run on this machine, as they used to.
 _HOST_PATH = f"{Path(sys.executable).parent}:{images.SYSTEM_PATH}"
 TERMINAL = frozenset({"Completed", "Failed", "Stopped", "Deleted", "Archived"})
 _ALNUM = string.ascii_lowercase + string.digits
+
+
+def _escapes(top: Path, rel: str) -> str | None:
+    """Why the folder `rel` of a volume rooted at `top` cannot be mounted: it leads out of
+    the volume (a symlink a job left there), or is not a folder. Made if missing."""
+    host = top / rel.lstrip("/")
+    try:
+        top.mkdir(parents=True, exist_ok=True)
+        inside = os.path.realpath(host)
+        if os.path.commonpath([inside, os.path.realpath(top)]) != os.path.realpath(top):
+            return "leads out of its volume (a symbolic link)"
+        host.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot be made a folder ({exc.strerror})"
+    return None
 
 
 def suffix(n: int) -> str:
@@ -197,15 +214,6 @@ class JobRun:
         groups = (self.spec.get("affinity") or {}).get("allowed_dedicated_node_groups") or []
         nodes = catalog.nodes(groups[0] if groups else catalog.SHARED_POOL)
         addresses = sandbox.job_addresses(self.slot, self.workers)
-        subdomain = f"{self.id}-job-svc"
-        names = [
-            [f"worker-{i}.{subdomain}", f"{self.id}-{i}.{subdomain}"] for i in range(self.workers)
-        ]
-        hosts_file = self.root / "hosts"
-        if self.spec.get("intra_job_communication") or self.workers == 1:
-            sandbox.write_hosts(hosts_file, names, addresses)
-        else:  # no intra-job network: workers cannot find each other, as on Lepton
-            sandbox.write_hosts(hosts_file, [], [])
         for i in range(self.workers):
             replica = Replica(
                 id=f"{self.id}-{i}-{suffix(5)}",
@@ -219,7 +227,27 @@ class JobRun:
             )
             self.replicas.append(replica)
             if replica.blocked is None:
-                self._start(replica, names[i][0], hosts_file)
+                self._start(replica)
+
+    def _names(self, index: int) -> list[str]:
+        """Worker `index`'s names in the job's service subdomain, then its hostname."""
+        subdomain = f"{self.id}-job-svc"
+        return [f"worker-{index}.{subdomain}", f"{self.id}-{index}.{subdomain}", f"worker-{index}"]
+
+    def _hosts_file(self, replica: Replica) -> Path:
+        """The replica's /etc/hosts: its own names always, as the kubelet writes a pod's;
+        the other workers' only with intra-job communication (their DNS records on
+        Lepton), so without it workers cannot find each other, as on Lepton."""
+        others = []
+        if self.spec.get("intra_job_communication"):
+            addresses = sandbox.job_addresses(self.slot, self.workers)
+            others = [
+                (addresses[i], self._names(i)[:2])
+                for i in range(self.workers)
+                if i != replica.index
+            ]
+        path = self.root / f"hosts-{replica.index}"
+        return sandbox.write_hosts(path, (replica.address, self._names(replica.index)), others)
 
     def _blocked_reason(self, index: int) -> str | None:
         if self.fault("image_pull") or self._pull_problem() is not None:
@@ -248,41 +276,37 @@ class JobRun:
             )
         return None
 
-    def _mounts(self) -> list[tuple[Path, str, bool]]:
-        """(host directory, container path, allowed) for each declared mount."""
+    def _mounts(self) -> list[tuple[Path, str, str | None]]:
+        """(host directory, container path, why it cannot be mounted) for each mount."""
         groups = (self.spec.get("affinity") or {}).get("allowed_dedicated_node_groups") or []
         out = []
         for mount in self.spec.get("mounts") or []:
             source, target = str(mount["from"]), str(mount["mount_path"])
-            path = str(mount.get("path") or "/")
+            path = posixpath.normpath("/" + str(mount.get("path") or "/").lstrip("/"))
             if source == "node-local":
-                host = self.volumes / "node-local" / self.id / path.lstrip("/")
-                out.append((host, target, True))
+                top = self.volumes / "node-local" / self.id
+                out.append((top / path.lstrip("/"), target, _escapes(top, path)))
                 continue
             volume = source.partition(":")[2]
             base = catalog.volume_from_path(volume)
             rel = path[len(base) :] if path == base or path.startswith(base + "/") else path
+            top = self.volumes / volume
             allowed = any(
                 path == p["path_prefix"] or path.startswith(p["path_prefix"].rstrip("/") + "/")
                 for p in catalog.storage_permissions(volume, groups[0] if groups else None)
             )
-            out.append((self.volumes / volume / rel.lstrip("/"), target, allowed))
+            why = None if allowed else "is outside the storage permissions of this workspace"
+            out.append((top / rel.lstrip("/"), target, why or _escapes(top, rel)))
         return out
 
     def _mount_problem(self) -> str | None:
-        for mount in self.spec.get("mounts") or []:
-            path = str(mount.get("path") or "/")
-            allowed = next(
-                (ok for _, target, ok in self._mounts() if target == mount["mount_path"]), True
-            )
-            if not allowed:
-                return (
-                    f"MountVolume.SetUp failed for {mount['from']}: {path} is outside the"
-                    " storage permissions of this workspace (permission denied)"
-                )
+        for mount, (_, _, why) in zip(self.spec.get("mounts") or [], self._mounts(), strict=True):
+            if why is not None:
+                path = str(mount.get("path") or "/")
+                return f"MountVolume.SetUp failed for {mount['from']}: {path} {why} (permission denied)"
         return None
 
-    def _start(self, replica: Replica, hostname: str, hosts_file: Path) -> None:
+    def _start(self, replica: Replica) -> None:
         command = (self.spec.get("container") or {}).get("command") or ["/bin/bash", "-c", "true"]
         found = images.lookup(self.image)
         profile = images.profile(found.profile if found else "bare")
@@ -301,11 +325,13 @@ class JobRun:
             + sandbox.wrap(
                 command,
                 root=self.root / f".root-{replica.id}",
-                hosts=hosts_file,
-                hostname=hostname,
+                hosts=self._hosts_file(replica),
+                hostname=self._names(replica.index)[-1],
                 image=profile,
+                etc=images.image_etc(),
                 home=home,
-                mounts=[(host, target) for host, target, _ in self._mounts()],
+                # Bound by their resolved paths: what was checked is what is mounted.
+                mounts=[(Path(os.path.realpath(h)), target) for h, target, _ in self._mounts()],
             ),
             self._env(replica, profile.path if sandbox.namespaces_work() else _HOST_PATH),
             home,
@@ -423,7 +449,7 @@ class JobRun:
             replica.lines.append(
                 (time.time_ns(), f"--- restart {replica.restarts} of this worker ---")
             )
-            self._start(replica, f"worker-{replica.index}.{self.id}-job-svc", self.root / "hosts")
+            self._start(replica)
             return
         self._job_failed(f"worker {replica.index} exited with code {code}")
 
