@@ -2,9 +2,9 @@
 
 A backend subclasses `Backend`. Rendering (`plan`) is pure; `prepare` is the one place
 allowed to look at the world (free ports, GPU count) before rendering; `submit`, `poll`,
-`cancel` and `logs` are the side effects. `reconcile`, `native_signals` and `preflight`
-are optional: the defaults below say what the API does for a backend that leaves them
-out. A backend that submits many splits as one native job also implements
+`cancel` and `logs` are the side effects. `reconcile`, `native_signals`, `preflight` and
+`shared_filesystem` are optional: the defaults below say what the API does for a backend
+that leaves them out. A backend that submits many splits as one native job also implements
 `ArraySubmission`; callers test for it with `isinstance`, never by the backend's type.
 
 What is common to every backend is done once by the API, not by each backend: the
@@ -171,6 +171,13 @@ class Backend(ABC):
         """The platform's own words about how the job went (events, reasons), for
         `diagnose`. Default: none beyond the job's detail."""
         return []
+
+    def shared_filesystem(self, spec: JobSpec) -> str | None:
+        """Which filesystem this job's staging cache lives on, named so that two jobs
+        whose names are equal see the same files there; None when it has none that
+        outlives the job. A workflow step reads an earlier step's output in place when
+        both name the same one (otherwise it downloads it from S3). Default: none."""
+        return None
 
 
 @runtime_checkable

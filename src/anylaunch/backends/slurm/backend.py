@@ -126,6 +126,12 @@ class SlurmBackend(Backend):
         checks = checks_of.spec_checks(spec)
         return checks + checks_of.cluster_checks(spec) if deep else checks
 
+    def shared_filesystem(self, spec: JobSpec) -> str | None:
+        """`slurm.cache_root`, which the cluster's nodes share; without it the cache is
+        the job's own folder, which no other job reads."""
+        cache_root = spec.slurm.cache_root if spec.slurm else None
+        return f"slurm {cache_root}" if cache_root else None
+
     # -- side effects ---------------------------------------------------------------------
 
     def submit(self, plan: Plan[SlurmPayload], secrets: Mapping[str, str]) -> Submitted:
