@@ -1,5 +1,9 @@
 """The Python face of workflows: start one, look at it, retry what failed, or drive
 steps and splits one at a time (`execute_step`) the way agents do.
+
+    wf = load("wf.yaml")          # a Workflow: plain data
+    run = start(wf)               # a WorkflowRun: the recorded workflow, advancing
+    run.wait(); run.retry_failed()
 """
 
 from __future__ import annotations
@@ -185,7 +189,7 @@ def _manual_record(plan: Workflow | WorkflowRun | str, store: Store) -> Any:
         return store.get_workflow(plan.id)
     if isinstance(plan, str):
         return store.get_workflow(plan)
-    recorded = getattr(plan, "recorded_id", None)
+    recorded = plan.recorded_id
     if recorded is None:
         recorded = wfrecord.add(plan, plan.order(), wfrecord.MANUAL, store, keyed=False)
         plan.recorded_id = recorded
