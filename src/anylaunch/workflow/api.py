@@ -4,6 +4,10 @@ steps and splits one at a time (`execute_step`) the way agents do.
     wf = load("wf.yaml")          # a Workflow: plain data
     run = start(wf)               # a WorkflowRun: the recorded workflow, advancing
     run.wait(); run.retry_failed()
+
+How a started workflow is advanced is its `mode`: a detached controller (`controller`),
+its caller (`execute_step`), or the backend every step runs on, handed the whole graph
+with native dependencies (`native`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from anylaunch.errors import UsageError
 from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import Store
-from anylaunch.workflow import controller, engine
+from anylaunch.workflow import controller, engine, native
 from anylaunch.workflow import record as wfrecord
 from anylaunch.workflow.model import Workflow
 
@@ -69,7 +73,10 @@ class WorkflowRun:
 
     def retry_failed(self) -> dict[str, list[int]]:
         """Rerun the failed steps and splits; the steps after them follow."""
-        done = engine.retry_failed(self.id, self._store)
+        if wfrecord.chained(self._store.get_workflow(self.id)):
+            done = native.retry_failed(self.id, self._store)
+        else:
+            done = engine.retry_failed(self.id, self._store)
         controller.ensure(self.id, self._store, engine.view(self.id, self._store, poll=False).state)
         return done
 
@@ -85,19 +92,18 @@ def start(
     store: Store | None = None,
     check: bool = True,
 ) -> WorkflowRun:
-    """Record the workflow and hand it to a detached controller (to Slurm itself, with
-    native dependencies, when every step run is on Slurm); returns at once. The same
-    workflow run again while unfinished is resumed, not started twice."""
+    """Record the workflow and hand it to a detached controller (to the backend itself,
+    with native dependencies, when every step run is on one backend that takes a whole
+    graph, as Slurm does); returns at once. The same workflow run again while unfinished
+    is resumed, not started twice."""
     store = store or Store()
     selected = workflow.select(only, start)
     if check:
         preflight(workflow, selected)
-    from anylaunch.workflow import native
-
-    mode = wfrecord.NATIVE if native.applies(workflow, selected) else wfrecord.CONTROLLED
+    mode = native.chain_backend(workflow, selected) or wfrecord.CONTROLLED
     workflow_id = wfrecord.add(workflow, selected, mode, store, keyed=True)
     run = WorkflowRun(workflow_id, store)
-    if store.get_workflow(run.id).doc.get("mode") == wfrecord.NATIVE:
+    if wfrecord.chained(store.get_workflow(run.id)):
         native.submit(run.id, store)  # the same workflow again: finishes its submission
     else:
         controller.ensure(run.id, store)

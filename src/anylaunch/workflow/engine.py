@@ -110,9 +110,9 @@ def view(workflow_id: str, store: Store, *, poll: bool = True) -> WorkflowView:
     for sid in wfrecord.order(record):
         steps[sid] = _step(record, sid, rows.get(sid), by_run, steps)
     state = _state(record, steps)
-    if poll and record.doc.get("mode") == wfrecord.NATIVE and state != record.state:
-        # No controller records how a workflow handed to Slurm whole went: the state
-        # seen is kept, so `run` of the same file after it ended starts a new one.
+    if poll and wfrecord.chained(record) and state != record.state:
+        # No controller records how a workflow handed to a backend whole went: the
+        # state seen is kept, so `run` of the same file after it ended starts a new one.
         store.set_workflow_state(record.id, state)
     return WorkflowView(record, steps, state, alive(record.controller))
 
@@ -273,11 +273,8 @@ def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
 def retry_failed(workflow_id: str, store: Store) -> dict[str, list[int]]:
     """Resubmit each failed step's failed splits (a single step: the step), and clear
     refused starts; the steps after them then run as their needs succeed. A step that
-    succeeded is never rerun. Returns {step: split ids resubmitted}."""
-    if store.get_workflow(workflow_id).doc.get("mode") == wfrecord.NATIVE:
-        from anylaunch.workflow import native
-
-        return native.retry_failed(workflow_id, store)
+    succeeded is never rerun. Returns {step: split ids resubmitted}. (A workflow handed
+    to a backend whole is retried by that backend: `native.retry_failed`.)"""
     wf = view(workflow_id, store)
     done: dict[str, list[int]] = {}
     if wf.record.cancel_requested_at:
