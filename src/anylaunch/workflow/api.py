@@ -16,8 +16,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from anylaunch import api as jobs_api
+from anylaunch.backends.checks import failed
 from anylaunch.errors import UsageError
+from anylaunch.launch import preflight as checks
+from anylaunch.launch.resolve import resolve
 from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import Store
@@ -113,9 +115,6 @@ def start(
 def preflight(workflow: Workflow, selected: list[str]) -> None:
     """Each step's quick checks before anything is recorded; an input that an earlier
     step of this run writes is not there yet, so it is left out of the checks."""
-    from anylaunch.backends.checks import failed
-    from anylaunch.launch.preflight import PreflightFailed
-
     failures = []
     for sid in selected:
         step = workflow.steps[sid]
@@ -124,9 +123,9 @@ def preflight(workflow: Workflow, selected: list[str]) -> None:
         if produced:
             kept = {k: v for k, v in spec.inputs.items() if k not in produced}
             spec = spec.model_copy(update={"inputs": kept})
-        failures += failed(jobs_api.checks(spec, step.backend))
+        failures += failed(checks.run(resolve(spec, step.backend)))
     if failures:
-        raise PreflightFailed(failures)
+        raise checks.PreflightFailed(failures)
 
 
 def get(workflow_id: str, store: Store | None = None) -> WorkflowRun:

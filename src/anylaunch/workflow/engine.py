@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from anylaunch import api
 from anylaunch.errors import AnylaunchError
+from anylaunch.launch import pipeline, splits
 from anylaunch.launch.resolve import resolve
 from anylaunch.launch.runs import RETRIED_STATES, RunView, splits_json
 from anylaunch.observe import watch
@@ -231,28 +231,22 @@ def start(record: WorkflowRecord, sid: str, store: Store, *, claimed: bool = Fal
 def submit_step(
     record: WorkflowRecord, sid: str, store: Store, split_ids: list[int] | None = None
 ) -> list[JobRecord]:
-    """Record and submit a step's jobs (all its splits, or `split_ids`) in its run."""
-    spec = wfrecord.spec_of(record, sid)
+    """Record and submit a step's jobs (all its splits, or `split_ids`) in its run: the
+    stages of every launch, its quick checks first (what it reads may only now exist)."""
     info = record.doc["steps"][sid]
+    job = resolve(wfrecord.spec_of(record, sid), info["backend"])
     run = wfrecord.run_id(record.id, sid)
     if info.get("splits") is None:
-        job = api.submit(spec, info["backend"], store=store, run_id=run, check=True)
-        return [job.record]
-    from anylaunch.launch import splits
-
+        pipeline.check(job)
+        return [pipeline.submit(job, store, run_id=run)]
     ids = split_ids if split_ids is not None else list(range(info["splits"]))
-    launched = splits.launch(
-        resolve(spec, info["backend"]), ids, store=store, run_id=run, check=True
-    )
-    return [job.record for job in launched.jobs]
+    return [split.record for split in splits.launch(job, ids, store=store, run_id=run).jobs]
 
 
 def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
     """Jobs of a step recorded by a process that died before handing them over (and
     that the backend, asked by the last poll, does not have): submit them now, under
     the ids they were recorded with."""
-    from anylaunch.launch import splits
-
     if step.run_id is None:
         return
     todo = splits.unsent(step.run_id, store)
@@ -262,8 +256,6 @@ def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
     info = record.doc["steps"][step.id]
     resolved = resolve(wfrecord.spec_of(record, step.id), info["backend"])
     if info.get("splits") is None:
-        from anylaunch.launch import pipeline
-
         for job in todo:
             pipeline.resend(job, resolved, store)
     else:

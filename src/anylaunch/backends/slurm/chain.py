@@ -443,14 +443,11 @@ def _refresh(ordered: list[ChainStep], store: Store) -> dict[str, list[JobRecord
 
 def _preflight(ordered: list[ChainStep], backend: Backend | str) -> None:
     """Every step's quick checks before the first sbatch: a graph is sent whole or not."""
-    from anylaunch.backends.checks import failed
-    from anylaunch.launch import preflight
+    from anylaunch.launch import pipeline
     from anylaunch.launch.resolve import resolve
 
     for step in ordered:
-        failures = failed(preflight.run(resolve(step.spec, backend)))
-        if failures:
-            raise preflight.PreflightFailed(failures)
+        pipeline.check(resolve(step.spec, backend))
 
 
 @contextmanager
