@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from anylaunch.backends.base import ChainStep
 from anylaunch.backends.slurm import chain, commands
 from anylaunch.jobfile import loader
 from anylaunch.state import State
@@ -37,7 +38,7 @@ def step(write, tmp_path: Path, sid: str, body: str, needs=(), splits: int | Non
         text += f"splits: {splits}\n"
     path = write(text, f"{sid}.yaml")
     spec = loader.load(path, environ=dict(os.environ))
-    return chain.Step(sid, spec, run_id=f"{tmp_path.name}.{sid}", needs=tuple(needs))
+    return ChainStep(sid, spec, run_id=f"{tmp_path.name}.{sid}", needs=tuple(needs))
 
 
 def wait_for(steps, store, timeout=240.0):
@@ -95,11 +96,12 @@ def test_three_step_chain_is_one_submission_and_finishes_after_the_submitter_is_
 # The submitting process: load the steps, submit, say so, then linger until killed.
 SUBMITTER = """
 import json, sys, time
-from anylaunch.jobfile import loader
+from anylaunch.backends.base import ChainStep
 from anylaunch.backends.slurm import chain, commands
+from anylaunch.jobfile import loader
 files, prefix = json.loads(sys.argv[1]), sys.argv[2]
 needs = {"a": (), "b": ("a",), "c": ("b",)}
-steps = [chain.Step(s, loader.load(f), f"{prefix}.{s}", needs[s]) for s, f in files.items()]
+steps = [ChainStep(s, loader.load(f), f"{prefix}.{s}", needs[s]) for s, f in files.items()]
 held = chain.submit(steps)
 print(json.dumps({"sbatch_calls": commands.CALLS["sbatch"], "held": {k: str(v) for k, v in held.items()}}), flush=True)
 time.sleep(600)
@@ -207,8 +209,9 @@ def test_submit_again_after_a_crash_between_steps_starts_only_the_missing_ones(
 # recorded), or just before (recorded, never sent).
 CRASHER = """
 import json, os, signal, sys
-from anylaunch.jobfile import loader
+from anylaunch.backends.base import ChainStep
 from anylaunch.backends.slurm import chain, commands
+from anylaunch.jobfile import loader
 files, prefix, victim, when = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 needs = {"a": (), "b": ("a",), "c": ("b",)}
 real = commands.run
@@ -221,7 +224,7 @@ def run(argv, **kw):
         os.kill(os.getpid(), signal.SIGKILL)
     return proc
 commands.run = run
-steps = [chain.Step(s, loader.load(f), f"{prefix}.{s}", needs[s]) for s, f in files.items()]
+steps = [ChainStep(s, loader.load(f), f"{prefix}.{s}", needs[s]) for s, f in files.items()]
 chain.submit(steps)
 """
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from anylaunch.backends.base import ChainStep
 from anylaunch.backends.slurm import chain
 from anylaunch.errors import ConfigError, UsageError
 from anylaunch.jobfile.spec import JobSpec
@@ -22,7 +23,7 @@ def job(jid, state, native=None, split=None, array=None, at=0.0):
 
 
 def step(sid, needs=()):
-    return chain.Step(sid, SPEC, f"r.{sid}", tuple(needs))
+    return ChainStep(sid, SPEC, f"r.{sid}", tuple(needs))
 
 
 def test_a_step_waits_on_a_live_single_job_by_its_id():

@@ -2,9 +2,10 @@
 
 The toy backend (`backend.py` next to this file) is registered through the environment
 only, and then runs jobs through the real CLI like any built-in backend: run, status,
-logs (every node, one node, a node it does not have), cancel, splits — with its secret
-masked in the logs and absent from the store — and its own `toy:` section of the job
-file is checked and routed like a built-in backend's, without a line of it in src/.
+logs (every node, one node, a node it does not have), cancel, splits, a workflow's
+step — with its secret masked in the logs and absent from the store — and its own
+`toy:` section of the job file is checked and routed like a built-in backend's, without
+a line of it in src/.
 """
 
 from __future__ import annotations
@@ -141,3 +142,37 @@ def test_an_unregistered_backend_is_a_usage_error(cli, write):
     path = write("command: [true]\n")
     result = cli("run", str(path), "--backend", "toy")
     assert result.rc == 2 and "unknown backend 'toy'" in result.err
+
+
+def test_a_workflow_runs_a_step_on_a_registered_backend_beside_a_built_in_one(
+    toy, write, tmp_path, monkeypatch
+):
+    # No workflow code names a backend: a step goes to the toy backend by its section,
+    # the controller submits and polls it like any other, and a local step follows it.
+    monkeypatch.setenv("ANYLAUNCH_WORKFLOW_POLL_S", "0.3")
+    ran = tmp_path / "ran"
+    path = write(
+        f"""
+        launcher: none
+        steps:
+          first:
+            command: [bash, -c, 'echo "first $TOY_LABEL" >> {ran}']
+            toy: {{label: from-toy}}
+          second:
+            needs: [first]
+            command: [bash, -c, 'echo second >> {ran}']
+        """,
+        "wf.yaml",
+    )
+    dry = toy("run", str(path), "--dry-run")
+    assert dry.rc == 0, dry.err
+    assert "== step first (toy)" in dry.out and "== step second (local, needs first)" in dry.out
+    done = toy("run", str(path), "--json", timeout=180)
+    assert done.rc == 0, done.out + done.err
+    body = done.json()
+    assert (body["mode"], body["state"]) == ("controller", "SUCCEEDED")
+    assert [(s["id"], s["backend"]) for s in body["steps"]] == [
+        ("first", "toy"),
+        ("second", "local"),
+    ]
+    assert ran.read_text().splitlines() == ["first from-toy", "second"]

@@ -91,16 +91,17 @@ def test_cancel_stops_running_steps_and_starts_no_more(cli, write, tmp_path):
     assert body["steps"][1]["splits"] == []  # never submitted
 
 
-def test_python_run_status_and_retry_failed_drive_the_same_workflow(graph, home, monkeypatch):
+def test_python_start_status_and_retry_failed_drive_the_same_workflow(graph, home, monkeypatch):
     from anylaunch import workflow
 
     monkeypatch.setenv("ANYLAUNCH_WORKFLOW_POLL_S", "0.3")
     path, log = graph
     wf = workflow.load(str(path))
-    run = wf.run()  # returns at once: a detached controller has it
+    run = workflow.start(wf)  # returns at once: a detached controller has it
     assert run.wait(timeout=120, poll_interval=0.3) == "FAILED"
-    assert [s["state"] for s in wf.status()["steps"]] == ["SUCCEEDED", "FAILED", "BLOCKED"]
-    assert wf.retry_failed() == {"b": [1]}
+    again = workflow.get(run.id)  # the same workflow, found by its id
+    assert [s["state"] for s in again.status()["steps"]] == ["SUCCEEDED", "FAILED", "BLOCKED"]
+    assert again.retry_failed() == {"b": [1]}
     assert run.wait(timeout=120, poll_interval=0.3) == "SUCCEEDED"
     assert log.read_text().split()[4:] == ["b1", "c"]
 

@@ -2,10 +2,12 @@
 
 A backend subclasses `Backend`. Rendering (`plan`) is pure; `prepare` is the one place
 allowed to look at the world (free ports, GPU count) before rendering; `submit`, `poll`,
-`cancel` and `logs` are the side effects. `reconcile`, `native_signals` and `preflight`
-are optional: the defaults below say what the API does for a backend that leaves them
-out. A backend that submits many splits as one native job also implements
-`ArraySubmission`; callers test for it with `isinstance`, never by the backend's type.
+`cancel` and `logs` are the side effects. `reconcile`, `native_signals`, `preflight` and
+`shared_filesystem` are optional: the defaults below say what the API does for a backend
+that leaves them out. A backend that submits many splits as one native job also
+implements `ArraySubmission`, and one that takes a whole graph of steps with native
+dependencies `ChainSubmission`; callers test for them with `isinstance`, never by the
+backend's type.
 
 What is common to every backend is done once by the API, not by each backend: the
 submission pipeline (`anylaunch.launch.pipeline`), the check of `logs --node` against the
@@ -16,7 +18,7 @@ plan's node count and the reading and masking of logs, and the secret values han
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -191,6 +193,13 @@ class Backend(ABC):
         `diagnose`. Default: none beyond the job's detail."""
         return []
 
+    def shared_filesystem(self, spec: JobSpec) -> str | None:
+        """Which filesystem this job's staging cache lives on, named so that two jobs
+        whose names are equal see the same files there; None when it has none that
+        outlives the job. A workflow step reads an earlier step's output in place when
+        both name the same one (otherwise it downloads it from S3). Default: none."""
+        return None
+
 
 @runtime_checkable
 class ArraySubmission(Protocol):
@@ -210,6 +219,64 @@ class ArraySubmission(Protocol):
         """What the record of each split after the first keeps of the array's plan (as
         JSON): the first keeps all of it, so the parts that list every split are stored
         once, not once per split."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One step of a graph handed to a backend whole (`ChainSubmission`): its job (with
+    `splits`: one job per split), the run that holds its jobs (every split and every
+    attempt), and the steps it needs."""
+
+    id: str
+    spec: JobSpec
+    run_id: str
+    needs: tuple[str, ...] = ()
+
+    @property
+    def split_ids(self) -> list[int] | None:
+        """The step's split ids; None for a step that is one job."""
+        if self.spec.splits is None:
+            return None
+        return list(range(len(self.spec.split_values())))
+
+
+# Called just before a step's first jobs are recorded (a workflow writes its step row).
+OnStart = Callable[[ChainStep], None]
+
+
+@runtime_checkable
+class ChainSubmission(Protocol):
+    """What a backend adds to take a whole graph of steps at once, each step waiting on
+    the steps it needs with the platform's own dependencies: once handed over, the graph
+    runs to its end with no process of ours left running. A workflow whose steps all run
+    on one such backend is handed over whole, with no controller."""
+
+    def with_needs(self, spec: JobSpec, after: Sequence[str]) -> JobSpec:
+        """The spec as submitted to start only once the jobs `after` (native ids; in a
+        dry run, a `<step>` for each step it needs) have succeeded."""
+        ...
+
+    def describe_chain(self) -> str:
+        """One line for the dry run: how the graph is handed over, and what `<step>`
+        stands for in the plans shown."""
+        ...
+
+    def submit_chain(
+        self, steps: Sequence[ChainStep], store: Store, on_start: OnStart | None = None
+    ) -> None:
+        """Hand over every step not handed over yet, in dependency order, and return
+        (the steps' quick checks are the caller's, before it). Called again after a
+        crash midway, it finishes the submission and sends no job twice; a step one of
+        whose needs failed is not handed over."""
+        ...
+
+    def retry_chain(
+        self, steps: Sequence[ChainStep], store: Store, on_start: OnStart | None = None
+    ) -> dict[str, list[int]]:
+        """Resubmit the failed splits of each failed step and every step after them that
+        did not succeed, each waiting on the new jobs of the steps it needs; {step: split
+        ids resubmitted} ([] for a step that is one job)."""
         ...
 
 

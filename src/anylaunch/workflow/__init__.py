@@ -1,7 +1,7 @@
 """Workflows: steps with dependencies and data handoff, on every backend.
 
-wf = anylaunch.workflow.load("wf.yaml")
-run = wf.run()                     # returns once the controller has it
+wf = anylaunch.workflow.load("wf.yaml")     # plain data: the steps, checked
+run = anylaunch.workflow.start(wf)          # returns once it is handed over
 run.status(); run.retry_failed()
 job_id = execute_step(wf, "eval", extra_args={"split_id": 2})   # one split, at once
 

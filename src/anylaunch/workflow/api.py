@@ -1,5 +1,13 @@
 """The Python face of workflows: start one, look at it, retry what failed, or drive
 steps and splits one at a time (`execute_step`) the way agents do.
+
+    wf = load("wf.yaml")          # a Workflow: plain data
+    run = start(wf)               # a WorkflowRun: the recorded workflow, advancing
+    run.wait(); run.retry_failed()
+
+How a started workflow is advanced is its `mode`: a detached controller (`controller`),
+its caller (`execute_step`), or the backend every step runs on, handed the whole graph
+with native dependencies (`native`).
 """
 
 from __future__ import annotations
@@ -8,12 +16,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from anylaunch import api as jobs_api
+from anylaunch.backends.checks import failed
 from anylaunch.errors import UsageError
+from anylaunch.launch import preflight as checks
+from anylaunch.launch.resolve import resolve
 from anylaunch.observe import watch
 from anylaunch.state import State
 from anylaunch.store import Store
-from anylaunch.workflow import controller, engine
+from anylaunch.workflow import controller, engine, native
 from anylaunch.workflow import record as wfrecord
 from anylaunch.workflow.model import Workflow
 
@@ -65,7 +75,10 @@ class WorkflowRun:
 
     def retry_failed(self) -> dict[str, list[int]]:
         """Rerun the failed steps and splits; the steps after them follow."""
-        done = engine.retry_failed(self.id, self._store)
+        if wfrecord.chained(self._store.get_workflow(self.id)):
+            done = native.retry_failed(self.id, self._store)
+        else:
+            done = engine.retry_failed(self.id, self._store)
         controller.ensure(self.id, self._store, engine.view(self.id, self._store, poll=False).state)
         return done
 
@@ -81,19 +94,18 @@ def start(
     store: Store | None = None,
     check: bool = True,
 ) -> WorkflowRun:
-    """Record the workflow and hand it to a detached controller (to Slurm itself, with
-    native dependencies, when every step run is on Slurm); returns at once. The same
-    workflow run again while unfinished is resumed, not started twice."""
+    """Record the workflow and hand it to a detached controller (to the backend itself,
+    with native dependencies, when every step run is on one backend that takes a whole
+    graph, as Slurm does); returns at once. The same workflow run again while unfinished
+    is resumed, not started twice."""
     store = store or Store()
     selected = workflow.select(only, start)
     if check:
         preflight(workflow, selected)
-    from anylaunch.workflow import native
-
-    mode = wfrecord.NATIVE if native.applies(workflow, selected) else wfrecord.CONTROLLED
+    mode = native.chain_backend(workflow, selected) or wfrecord.CONTROLLED
     workflow_id = wfrecord.add(workflow, selected, mode, store, keyed=True)
     run = WorkflowRun(workflow_id, store)
-    if store.get_workflow(run.id).doc.get("mode") == wfrecord.NATIVE:
+    if wfrecord.chained(store.get_workflow(run.id)):
         native.submit(run.id, store)  # the same workflow again: finishes its submission
     else:
         controller.ensure(run.id, store)
@@ -103,9 +115,6 @@ def start(
 def preflight(workflow: Workflow, selected: list[str]) -> None:
     """Each step's quick checks before anything is recorded; an input that an earlier
     step of this run writes is not there yet, so it is left out of the checks."""
-    from anylaunch.backends.checks import failed
-    from anylaunch.launch.preflight import PreflightFailed
-
     failures = []
     for sid in selected:
         step = workflow.steps[sid]
@@ -114,9 +123,9 @@ def preflight(workflow: Workflow, selected: list[str]) -> None:
         if produced:
             kept = {k: v for k, v in spec.inputs.items() if k not in produced}
             spec = spec.model_copy(update={"inputs": kept})
-        failures += failed(jobs_api.checks(spec, step.backend))
+        failures += failed(checks.run(resolve(spec, step.backend)))
     if failures:
-        raise PreflightFailed(failures)
+        raise checks.PreflightFailed(failures)
 
 
 def get(workflow_id: str, store: Store | None = None) -> WorkflowRun:
@@ -185,7 +194,7 @@ def _manual_record(plan: Workflow | WorkflowRun | str, store: Store) -> Any:
         return store.get_workflow(plan.id)
     if isinstance(plan, str):
         return store.get_workflow(plan)
-    recorded = getattr(plan, "recorded_id", None)
+    recorded = plan.recorded_id
     if recorded is None:
         recorded = wfrecord.add(plan, plan.order(), wfrecord.MANUAL, store, keyed=False)
         plan.recorded_id = recorded

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from anylaunch.errors import AnylaunchError, JobNotFound
 from anylaunch.store import Store, alive, this_process
-from anylaunch.workflow import engine
+from anylaunch.workflow import engine, native
 from anylaunch.workflow import record as wfrecord
 
 POLL_S = float(os.environ.get("ANYLAUNCH_WORKFLOW_POLL_S", "2"))
@@ -31,13 +31,12 @@ def ensure(workflow_id: str, store: Store, state: str | None = None) -> int | No
     or killed: a crash, a reboot); the new process's pid, or None if none was needed.
 
     `state` is the workflow's state as just derived from its jobs, when the caller has
-    it: the stored one may lag (a controller that wrote FAILED as a retry started)."""
+    it: the stored one may lag (a controller that wrote FAILED as a retry started).
+    A workflow handed to a backend whole needs none: a submission cut short is finished."""
     record = store.get_workflow(workflow_id)
-    if record.doc.get("mode") == wfrecord.NATIVE:
+    if wfrecord.chained(record):
         if record.state not in engine.ENDED:
-            from anylaunch.workflow import native
-
-            native.resume(record.id, store)  # Slurm runs it: no controller needed
+            native.resume(record.id, store)  # the backend runs it: no controller needed
         return None
     if record.doc.get("mode") == wfrecord.MANUAL or alive(record.controller):
         return None

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from anylaunch import api
 from anylaunch.errors import AnylaunchError
+from anylaunch.launch import pipeline, splits
 from anylaunch.launch.resolve import resolve
 from anylaunch.observe import watch
 from anylaunch.observe.runs import RETRIED_STATES, RunView, splits_json
@@ -110,9 +110,9 @@ def view(workflow_id: str, store: Store, *, poll: bool = True) -> WorkflowView:
     for sid in wfrecord.order(record):
         steps[sid] = _step(record, sid, rows.get(sid), by_run, steps)
     state = _state(record, steps)
-    if poll and record.doc.get("mode") == wfrecord.NATIVE and state != record.state:
-        # No controller records how a workflow handed to Slurm whole went: the state
-        # seen is kept, so `run` of the same file after it ended starts a new one.
+    if poll and wfrecord.chained(record) and state != record.state:
+        # No controller records how a workflow handed to a backend whole went: the
+        # state seen is kept, so `run` of the same file after it ended starts a new one.
         store.set_workflow_state(record.id, state)
     return WorkflowView(record, steps, state, alive(record.controller))
 
@@ -231,28 +231,22 @@ def start(record: WorkflowRecord, sid: str, store: Store, *, claimed: bool = Fal
 def submit_step(
     record: WorkflowRecord, sid: str, store: Store, split_ids: list[int] | None = None
 ) -> list[JobRecord]:
-    """Record and submit a step's jobs (all its splits, or `split_ids`) in its run."""
-    spec = wfrecord.spec_of(record, sid)
+    """Record and submit a step's jobs (all its splits, or `split_ids`) in its run: the
+    stages of every launch, its quick checks first (what it reads may only now exist)."""
     info = record.doc["steps"][sid]
+    job = resolve(wfrecord.spec_of(record, sid), info["backend"])
     run = wfrecord.run_id(record.id, sid)
     if info.get("splits") is None:
-        job = api.submit(spec, info["backend"], store=store, run_id=run, check=True)
-        return [job.record]
-    from anylaunch.launch import splits
-
+        pipeline.check(job)
+        return [pipeline.submit(job, store, run_id=run)]
     ids = split_ids if split_ids is not None else list(range(info["splits"]))
-    launched = splits.launch(
-        resolve(spec, info["backend"]), ids, store=store, run_id=run, check=True
-    )
-    return [job.record for job in launched.jobs]
+    return [split.record for split in splits.launch(job, ids, store=store, run_id=run).jobs]
 
 
 def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
     """Jobs of a step recorded by a process that died before handing them over (and
     that the backend, asked by the last poll, does not have): submit them now, under
     the ids they were recorded with."""
-    from anylaunch.launch import splits
-
     if step.run_id is None:
         return
     todo = splits.unsent(step.run_id, store)
@@ -262,8 +256,6 @@ def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
     info = record.doc["steps"][step.id]
     resolved = resolve(wfrecord.spec_of(record, step.id), info["backend"])
     if info.get("splits") is None:
-        from anylaunch.launch import pipeline
-
         for job in todo:
             pipeline.resend(job, resolved, store)
     else:
@@ -273,11 +265,8 @@ def resume_unsent(record: WorkflowRecord, step: StepView, store: Store) -> None:
 def retry_failed(workflow_id: str, store: Store) -> dict[str, list[int]]:
     """Resubmit each failed step's failed splits (a single step: the step), and clear
     refused starts; the steps after them then run as their needs succeed. A step that
-    succeeded is never rerun. Returns {step: split ids resubmitted}."""
-    if store.get_workflow(workflow_id).doc.get("mode") == wfrecord.NATIVE:
-        from anylaunch.workflow import native
-
-        return native.retry_failed(workflow_id, store)
+    succeeded is never rerun. Returns {step: split ids resubmitted}. (A workflow handed
+    to a backend whole is retried by that backend: `native.retry_failed`.)"""
     wf = view(workflow_id, store)
     done: dict[str, list[int]] = {}
     if wf.record.cancel_requested_at:

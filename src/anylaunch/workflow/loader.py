@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from anylaunch.backends import registry
 from anylaunch.backends.registry import names as backend_names
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile import loader
@@ -200,7 +201,7 @@ def in_step(exc: ConfigError, sid: str, body: Mapping[str, Any] | None = None) -
 
 def _backend(located: Located, top: dict[str, Any], sid: str, body: dict[str, Any]) -> str:
     """`backend:`, else the one section the step writes, else the one at the top level,
-    else local."""
+    else the default (local), as for a job file."""
     if "backend" in body:
         name = body["backend"]
         if name not in backend_names():
@@ -224,7 +225,7 @@ def _backend(located: Located, top: dict[str, Any], sid: str, body: dict[str, An
             )
         if found:
             return found[0]
-    return "local"
+    return registry.DEFAULT
 
 
 def _origins(located: Located, sid: str, body: dict[str, Any]) -> dict[KeyPath, Origin]:

@@ -1,4 +1,7 @@
-"""A loaded workflow: its steps (each a validated job), their needs and data handoffs."""
+"""A loaded workflow: its steps (each a validated job), their needs and data handoffs.
+
+Plain data and pure questions about it (order, levels, which steps a run covers): what
+is done with a workflow (start, status, retry) is `anylaunch.workflow.api`'s."""
 
 from __future__ import annotations
 
@@ -50,36 +53,15 @@ class Step:
 
 @dataclass
 class Workflow:
-    """A workflow file, loaded: what `run`, `--dry-run` and the controller work from."""
+    """A workflow file, loaded: what `run`, `--dry-run` and the controller work from.
+    Plain data: starting it is `anylaunch.workflow.start(workflow)`."""
 
     file: str
     name: str
     steps: dict[str, Step]
-    recorded_id: str | None = None  # set by the first execute_step or run
-    last_run: Any = None
-
-    def run(self, only: str | None = None, start: str | None = None) -> Any:
-        """Start it under a detached controller; returns a WorkflowRun at once."""
-        from anylaunch.workflow import api
-
-        self.last_run = api.start(self, only=only, start=start)
-        return self.last_run
-
-    def status(self) -> dict[str, Any]:
-        return self._run().status()
-
-    def retry_failed(self) -> dict[str, list[int]]:
-        return self._run().retry_failed()
-
-    def _run(self) -> Any:
-
-        if self.last_run is not None:
-            return self.last_run
-        if self.recorded_id is not None:
-            from anylaunch.workflow import api
-
-            return api.get(self.recorded_id)
-        raise UsageError("this workflow has not been run: call run() (or execute_step) first")
+    # The stored workflow that steps started one by one (`execute_step`) belong to: set
+    # by the first of them, so later calls add to the same record.
+    recorded_id: str | None = None
 
     def needs(self) -> dict[str, list[str]]:
         return {sid: step.needs for sid, step in self.steps.items()}

@@ -17,9 +17,11 @@ if TYPE_CHECKING:
     from anylaunch.jobfile.spec import JobSpec
     from anylaunch.workflow.model import Workflow
 
+# How a workflow is advanced (its `mode`): by a controller, by its caller, or — when
+# every step run is on one backend that takes a whole graph (`ChainSubmission`) — by
+# that backend, whose name is then the mode ("slurm").
 CONTROLLED = "controller"  # a detached controller advances it
 MANUAL = "manual"  # steps started one by one (execute_step); nothing advances it
-NATIVE = "slurm"  # every step on Slurm: handed over whole with native dependencies
 PENDING = "PENDING"
 
 
@@ -75,6 +77,13 @@ def add(workflow: Workflow, selected: list[str], mode: str, store: Store, *, key
         state=PENDING,
     )
     return store.add_workflow(record, key(workflow, selected) if keyed else None)
+
+
+def chained(record: WorkflowRecord) -> str | None:
+    """The backend a workflow was handed to whole, with native dependencies; None when
+    a controller (or its caller) advances it."""
+    mode = record.doc.get("mode", CONTROLLED)
+    return None if mode in (CONTROLLED, MANUAL) else str(mode)
 
 
 def order(record: WorkflowRecord) -> list[str]:

@@ -10,6 +10,7 @@ reports what it saw and did; `watch.refresh` writes it to the store).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -127,6 +128,16 @@ class LeptonBackend(Backend):
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
         return lepton_plan.render(spec, ctx)
+
+    def shared_filesystem(self, spec: JobSpec) -> str | None:
+        """The first volume the job file mounts (where the staging cache goes), on its
+        node group. Volumes discovered from the node group at submit time are not known
+        when the file is read, so a job that names none shares none."""
+        section = spec.lepton
+        if section is None or not section.mounts:
+            return None
+        first = json.dumps(section.mounts[0].model_dump(mode="json"), sort_keys=True)
+        return f"lepton {section.dedicated_node_group or ''} {first}"
 
     def describe(self, plan: Plan[LeptonPayload]) -> str:
         return lepton_plan.describe(plan)

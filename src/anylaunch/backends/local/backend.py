@@ -35,7 +35,7 @@ from anylaunch.errors import BackendError
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.proctime import create_time, running
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store
+from anylaunch.store import JobRecord, Store, home
 
 # Loading a job file builds this backend's section model, and `status` polls: neither
 # needs the planner, the starter or psutil, which load on first use.
@@ -89,11 +89,7 @@ class LocalBackend(Backend):
                 "master_port": port,
                 "workdir": workdir or os.getcwd(),
                 "python": (section.python if section and section.python else sys.executable),
-                "cache_root": os.path.expanduser(
-                    section.cache_root
-                    if section and section.cache_root
-                    else str(store.root / "cache")
-                ),
+                "cache_root": _cache_root(spec, store.root),
             },
         )
 
@@ -112,6 +108,11 @@ class LocalBackend(Backend):
             f" ({os.cpu_count()} CPUs) runs at most {most_ranks()} at once",
             "lower nodes or gpus_per_node, or set local.force: true to start them anyway",
         )
+
+    def shared_filesystem(self, spec: JobSpec) -> str | None:
+        """The staging cache on this machine: every local job with the same cache root
+        sees the same files."""
+        return f"local {socket.gethostname()}:{_cache_root(spec, home())}"
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
         from anylaunch.backends.local import plan as local_plan
@@ -215,6 +216,14 @@ class LocalBackend(Backend):
     def logs(self, job: JobRecord) -> Iterator[LogSource]:
         for entry in job.plan.get("payload", {}).get("nodes", []):
             yield LogSource(node=entry["node_rank"], path=entry["log"])
+
+
+def _cache_root(spec: JobSpec, root: Path) -> str:
+    """Where the job's inputs are cached: `local.cache_root`, else the store's `cache`."""
+    section = spec.local
+    return os.path.expanduser(
+        section.cache_root if section and section.cache_root else str(root / "cache")
+    )
 
 
 def most_ranks() -> int:

@@ -18,9 +18,11 @@ from pydantic import BaseModel
 from anylaunch.backends.base import (
     Backend,
     Capabilities,
+    ChainStep,
     Found,
     LogSource,
     Observation,
+    OnStart,
     PlanContext,
     Submitted,
 )
@@ -130,6 +132,39 @@ class SlurmBackend(Backend):
 
         checks = checks_of.spec_checks(spec)
         return checks + checks_of.cluster_checks(spec) if deep else checks
+
+    def shared_filesystem(self, spec: JobSpec) -> str | None:
+        """`slurm.cache_root`, which the cluster's nodes share; without it the cache is
+        the job's own folder, which no other job reads."""
+        cache_root = spec.slurm.cache_root if spec.slurm else None
+        return f"slurm {cache_root}" if cache_root else None
+
+    # -- a graph of steps with native dependencies (`ChainSubmission`, in chain.py) -------
+
+    def with_needs(self, spec: JobSpec, after: Sequence[str]) -> JobSpec:
+        from anylaunch.backends.slurm import chain
+
+        return chain.with_dependency(spec, after)
+
+    def describe_chain(self) -> str:
+        return (
+            "every step on Slurm: submitted at once, each waiting on the steps it needs with"
+            " --dependency=afterok (<step> below: that step's Slurm job id); no controller"
+        )
+
+    def submit_chain(
+        self, steps: Sequence[ChainStep], store: Store, on_start: OnStart | None = None
+    ) -> None:
+        from anylaunch.backends.slurm import chain
+
+        chain.submit(steps, store, on_start=on_start, check=False, backend=self)
+
+    def retry_chain(
+        self, steps: Sequence[ChainStep], store: Store, on_start: OnStart | None = None
+    ) -> dict[str, list[int]]:
+        from anylaunch.backends.slurm import chain
+
+        return chain.retry_failed(steps, store, on_start=on_start, backend=self)
 
     # -- side effects ---------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """A graph of steps handed to Slurm at once, each waiting on the steps it needs with
 Slurm's own `--dependency=afterok`: once `submit` returns, nothing on the submitting host
-has to stay up for the graph to finish.
+has to stay up for the graph to finish. This is how the Slurm backend implements
+`ChainSubmission` (a workflow whose steps all run on Slurm is handed over this way).
 
 A step is one job, or a split step: one array job (`--array`) whose tasks are the
 splits. `afterok` on an array's job id waits for every task of it to succeed.
@@ -17,8 +18,10 @@ What Slurm does when a step fails (slurmctld's job_scheduler.c and job_mgr.c, 22
   the steps after it from being submitted at all, and an earlier step submitted by
   another process is asked of squeue first.
 
-Crash consistency is the store's, step by step: a step's jobs are recorded before its
-sbatch (`api.submit`, `splits.launch`), and a step counts as started once it has jobs.
+Each step goes through the stages of every launch: resolved once (its spec with the
+dependency), then rendered, recorded and sent by `pipeline.submit`, or `splits.launch`
+for a split step. Crash consistency is the store's, step by step: a step's jobs are
+recorded before its sbatch, and a step counts as started once it has jobs.
 After a crash the same `submit` again adopts what Slurm has (`watch.reconcile`, by the
 script's `--comment`), submits under their recorded ids the jobs it does not have, and
 starts the steps that had not started; a lock file makes sure one process at a time
@@ -29,11 +32,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from anylaunch.backends.base import Backend, ChainStep, OnStart
 from anylaunch.backends.slurm import commands
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.errors import ConfigError, UsageError
@@ -44,26 +48,8 @@ from anylaunch.store import JobRecord, Store, busy_elsewhere
 if TYPE_CHECKING:
     from anylaunch.jobfile.spec import JobSpec
 
-BACKEND = "slurm"
+BACKEND = "slurm"  # the backend the steps run on, unless the caller hands its own
 KILL_ON_INVALID_DEP = "--kill-on-invalid-dep=yes"
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of a graph: its job (with `splits`: an array), the run that holds its
-    jobs (every split and every attempt), and the steps it needs."""
-
-    id: str
-    spec: JobSpec
-    run_id: str
-    needs: tuple[str, ...] = ()
-
-    @property
-    def split_ids(self) -> list[int] | None:
-        """The array's task ids; None for a step that is one job."""
-        if self.spec.splits is None:
-            return None
-        return list(range(len(self.spec.split_values())))
 
 
 @dataclass(frozen=True)
@@ -112,14 +98,14 @@ def with_dependency(spec: JobSpec, after: Sequence[str]) -> JobSpec:
     return spec.with_section("slurm", section)
 
 
-def order(steps: Sequence[Step]) -> list[Step]:
+def order(steps: Sequence[ChainStep]) -> list[ChainStep]:
     """The steps, each after every step it needs; unknown needs and cycles are errors."""
     by_id = {s.id: s for s in steps}
     for step in steps:
         for need in step.needs:
             if need not in by_id:
                 raise UsageError(f"step '{step.id}' needs '{need}', which is not a step")
-    done: list[Step] = []
+    done: list[ChainStep] = []
     seen: set[str] = set()
     while len(done) < len(steps):
         ready = [s for s in steps if s.id not in seen and all(n in seen for n in s.needs)]
@@ -202,33 +188,36 @@ def state_word(state: State) -> str:
     )
 
 
-OnStart = Callable[[Step], None]
-
-
 def submit(
-    steps: Sequence[Step],
+    steps: Sequence[ChainStep],
     store: Store | None = None,
     *,
     on_start: OnStart | None = None,
     check: bool = True,
+    backend: Backend | str = BACKEND,
 ) -> dict[str, Gate]:
     """Hand every step to Slurm, in dependency order, each waiting (`afterok`) on the
     jobs of the steps it needs; return at once. Steps already started are not started
     again (their unsent jobs are sent), so calling it again after a crash finishes the
     submission. Returns the gate of each step not submitted now: blocked or waiting.
 
-    `on_start(step)` runs before a step's first jobs are recorded (a workflow writes its
-    step row there); `check` runs every step's quick preflight checks first."""
+    A split step is one array job (`--array`), its tasks the splits. `on_start(step)`
+    runs before a step's first jobs are recorded (a workflow writes its step row there);
+    `check` runs every step's quick preflight checks first."""
     store = store or Store()
     ordered = order(steps)
     if check:
-        _preflight(ordered)
+        _preflight(ordered, backend)
     with _locked(store, ordered):
-        return _advance(ordered, store, redo=set(), on_start=on_start)
+        return _advance(ordered, store, backend, redo=set(), on_start=on_start)
 
 
 def retry_failed(
-    steps: Sequence[Step], store: Store | None = None, *, on_start: OnStart | None = None
+    steps: Sequence[ChainStep],
+    store: Store | None = None,
+    *,
+    on_start: OnStart | None = None,
+    backend: Backend | str = BACKEND,
 ) -> dict[str, list[int]]:
     """Resubmit the failed splits of each failed step (a step that is one job: the job)
     and every step after them that did not succeed, each waiting on the new jobs of the
@@ -247,7 +236,7 @@ def retry_failed(
         redo = _after(ordered, failed) | failed
         _cancel_waiting(ordered, redo - failed, records, store)
         before = {s.id: len(records[s.id]) for s in ordered}
-        _advance(ordered, store, redo=redo, on_start=on_start)
+        _advance(ordered, store, backend, redo=redo, on_start=on_start)
         done: dict[str, list[int]] = {}
         for step in ordered:
             new = sorted(store.list(limit=None, run_id=step.run_id), key=lambda r: r.created_at)
@@ -257,7 +246,7 @@ def retry_failed(
         return done
 
 
-def status(steps: Sequence[Step], store: Store | None = None) -> list[StepStatus]:
+def status(steps: Sequence[ChainStep], store: Store | None = None) -> list[StepStatus]:
     """Each step's state (its live jobs polled first, one squeue for all), saying why a
     step did not run."""
     store = store or Store()
@@ -298,7 +287,12 @@ def status(steps: Sequence[Step], store: Store | None = None) -> list[StepStatus
 
 
 def _advance(
-    ordered: list[Step], store: Store, *, redo: set[str], on_start: OnStart | None
+    ordered: list[ChainStep],
+    store: Store,
+    backend: Backend | str,
+    *,
+    redo: set[str],
+    on_start: OnStart | None,
 ) -> dict[str, Gate]:
     records = _refresh(ordered, store)
     submitted_now: set[str] = set()  # Slurm ids sent by this call: known to slurmctld
@@ -306,7 +300,7 @@ def _advance(
     for step in ordered:
         jobs = records[step.id]
         if jobs and step.id not in redo:
-            _send_unsent(step, jobs, records, store, submitted_now)
+            _send_unsent(step, jobs, records, store, submitted_now, backend)
         else:
             todo = _todo(step, jobs)
             if todo == []:
@@ -318,7 +312,7 @@ def _advance(
                 continue
             if not jobs and on_start is not None:
                 on_start(step)
-            _start(step, g.after, todo, store)
+            _start(step, g.after, todo, store, backend)
         before = _slurm_ids(jobs)
         records[step.id] = sorted(
             store.list(limit=None, run_id=step.run_id), key=lambda r: r.created_at
@@ -333,7 +327,7 @@ def _slurm_ids(jobs: Sequence[JobRecord]) -> set[str]:
     return ids | {str(j.meta["array_job_id"]) for j in jobs if "array_job_id" in j.meta}
 
 
-def _todo(step: Step, jobs: list[JobRecord]) -> list[int] | None:
+def _todo(step: ChainStep, jobs: list[JobRecord]) -> list[int] | None:
     """Splits to (re)submit: all for a step not started, else those whose newest attempt
     ended without success; None: the whole one-job step; []: nothing."""
     if not jobs:
@@ -346,11 +340,19 @@ def _todo(step: Step, jobs: list[JobRecord]) -> list[int] | None:
     return ended
 
 
-def _start(step: Step, after: Sequence[str], splits_: list[int] | None, store: Store) -> None:
+def _start(
+    step: ChainStep,
+    after: Sequence[str],
+    splits_: list[int] | None,
+    store: Store,
+    backend: Backend | str,
+) -> None:
+    """Submit a step (or `splits_` of it) waiting on `after`: resolved once, with its
+    dependency, then through the pipeline like any job (the graph was checked whole)."""
     from anylaunch.launch import pipeline, splits
     from anylaunch.launch.resolve import resolve
 
-    job = resolve(with_dependency(step.spec, after), BACKEND)
+    job = resolve(with_dependency(step.spec, after), backend)
     if splits_ is None:
         pipeline.submit(job, store, run_id=step.run_id)
     else:
@@ -358,11 +360,12 @@ def _start(step: Step, after: Sequence[str], splits_: list[int] | None, store: S
 
 
 def _send_unsent(
-    step: Step,
+    step: ChainStep,
     jobs: list[JobRecord],
     records: dict[str, list[JobRecord]],
     store: Store,
     submitted_now: set[str],
+    backend: Backend | str,
 ) -> None:
     """A started step's jobs recorded by a process that died before sending them, and
     that Slurm does not have (the poll asked it by comment): send them under their ids."""
@@ -381,7 +384,7 @@ def _send_unsent(
     from anylaunch.launch import pipeline, splits
     from anylaunch.launch.resolve import resolve
 
-    job = resolve(with_dependency(step.spec, g.after), BACKEND)
+    job = resolve(with_dependency(step.spec, g.after), backend)
     if step.split_ids is not None:
         splits.resume(step.run_id, job, store=store)
         return
@@ -404,7 +407,7 @@ def _known(g: Gate, submitted_now: set[str]) -> Gate:
 
 
 def _cancel_waiting(
-    ordered: list[Step], steps: set[str], records: dict[str, list[JobRecord]], store: Store
+    ordered: list[ChainStep], steps: set[str], records: dict[str, list[JobRecord]], store: Store
 ) -> None:
     """Steps after a failed one that still wait in the queue: slurmctld is about to
     cancel them (their afterok failed); cancel them now so the retry resubmits them."""
@@ -417,7 +420,7 @@ def _cancel_waiting(
         records[step.id] = store.list(limit=None, run_id=step.run_id)
 
 
-def _after(ordered: list[Step], roots: set[str]) -> set[str]:
+def _after(ordered: list[ChainStep], roots: set[str]) -> set[str]:
     """Every step that needs one of `roots`, directly or through others."""
     out: set[str] = set()
     for step in ordered:  # dependency order: a step's needs are decided before it
@@ -426,7 +429,7 @@ def _after(ordered: list[Step], roots: set[str]) -> set[str]:
     return out
 
 
-def _refresh(ordered: list[Step], store: Store) -> dict[str, list[JobRecord]]:
+def _refresh(ordered: list[ChainStep], store: Store) -> dict[str, list[JobRecord]]:
     """Every step's jobs, the live ones polled (one squeue for the whole graph)."""
     jobs: list[JobRecord] = []
     for step in ordered:
@@ -438,20 +441,17 @@ def _refresh(ordered: list[Step], store: Store) -> dict[str, list[JobRecord]]:
     return {s.id: by_run[s.run_id] for s in ordered}
 
 
-def _preflight(ordered: list[Step]) -> None:
+def _preflight(ordered: list[ChainStep], backend: Backend | str) -> None:
     """Every step's quick checks before the first sbatch: a graph is sent whole or not."""
-    from anylaunch.backends.checks import failed
-    from anylaunch.launch import preflight
+    from anylaunch.launch import pipeline
     from anylaunch.launch.resolve import resolve
 
     for step in ordered:
-        failures = failed(preflight.run(resolve(step.spec, BACKEND)))
-        if failures:
-            raise preflight.PreflightFailed(failures)
+        pipeline.check(resolve(step.spec, backend))
 
 
 @contextmanager
-def _locked(store: Store, ordered: list[Step]) -> Iterator[None]:
+def _locked(store: Store, ordered: list[ChainStep]) -> Iterator[None]:
     """One process at a time submits (or resumes, or retries) a graph; the lock goes
     with the process, so a SIGKILLed submitter never leaves it held."""
     name = hashlib.sha256("\n".join(s.run_id for s in ordered).encode()).hexdigest()[:16]
