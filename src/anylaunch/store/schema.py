@@ -67,3 +67,13 @@ CREATE TABLE IF NOT EXISTS workflow_steps (
     PRIMARY KEY (workflow_id, step_id)
 );
 """
+
+# Version 2: workflows found by key and listed newest first through an index, as jobs
+# and runs are. Without it, `run` of a workflow file (is one of its key unfinished?) and
+# the dashboard's list of the newest workflows read every workflow ever recorded, each
+# with its document (every step's spec). From here on no statement says IF NOT EXISTS:
+# a migration applied twice fails loudly instead of passing unseen.
+V2 = """
+CREATE INDEX workflows_key ON workflows (key, created_at);
+CREATE INDEX workflows_created ON workflows (created_at);
+"""
