@@ -13,33 +13,20 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
 from anylaunch.errors import StoreError
 from anylaunch.store import Store
 from anylaunch.store.migrations import MIGRATIONS, Migration, header_version, open_migrated
+from helpers import read_store, schema_version
 
 FIXTURE = Path(__file__).resolve().parent / "store_fixtures" / "v1" / "jobs.db"
 NEWEST = MIGRATIONS[-1].version
 
 
-def read_only(path: Path) -> sqlite3.Connection:
-    """A look at a store that neither writes nor leaves -wal or -shm beside it."""
-    return sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
-
-
-def version(path: Path) -> int:
-    db = read_only(path)
-    try:
-        return db.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        db.close()
-
-
 def schema_of(path: Path) -> list[tuple[str, str, str, str | None]]:
-    db = read_only(path)
+    db = read_store(path)
     try:
         return db.execute(
             "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
@@ -61,17 +48,17 @@ def test_migrations_are_numbered_one_by_one_from_1():
 
 
 def test_version_1_is_the_schema_the_release_before_versions_made(tmp_path):
-    assert version(FIXTURE) == 0
+    assert schema_version(FIXTURE) == 0
     path = tmp_path / "jobs.db"
     open_migrated(path, MIGRATIONS[:1]).close()
-    assert version(path) == 1
+    assert schema_version(path) == 1
     assert schema_of(path) == schema_of(FIXTURE)
 
 
 def test_a_new_store_is_made_by_every_migration_from_0(tmp_path):
     Store(tmp_path).close()
     path = tmp_path / "jobs.db"
-    assert version(path) == NEWEST
+    assert schema_version(path) == NEWEST
     upgraded = old_store(tmp_path / "old")
     open_migrated(upgraded).close()
     assert schema_of(path) == schema_of(upgraded)  # one schema, however a store got it
@@ -115,7 +102,7 @@ def test_processes_that_open_an_old_store_at_once_apply_each_migration_once(tmp_
     for p in procs:
         p.join(120)
     assert [p.exitcode for p in procs] == [0] * 8, failures.get(timeout=5)
-    db = read_only(path)
+    db = read_store(path)
     # Once each: one row (migration 2), counted up by 100 once (migration 3).
     assert db.execute("SELECT n FROM applied").fetchall() == [(101,)]
     assert db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 11
@@ -161,7 +148,7 @@ def test_a_crash_mid_migration_leaves_the_version_before_whole(tmp_path, start, 
     db.close()
     assert schema_of(path) == before  # nothing of the migration that was cut short
     Store(tmp_path).close()  # the next open applies it whole
-    assert version(path) == NEWEST
+    assert schema_version(path) == NEWEST
 
 
 def test_a_store_newer_than_the_code_is_refused_by_its_version(tmp_path):

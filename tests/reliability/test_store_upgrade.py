@@ -23,12 +23,12 @@ import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, fault, store_problems
 
 from anylaunch.store.migrations import MIGRATIONS
+from helpers import read_store, schema_version
 
 FIXTURES = Path(__file__).resolve().parents[1] / "store_fixtures" / "v1"
 NEWEST = MIGRATIONS[-1].version
@@ -44,25 +44,11 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def read_only(path: Path) -> sqlite3.Connection:
-    """A look at a store that writes nothing; the committed fixture is read as an
-    immutable file, so that not even a -wal or -shm appears beside it."""
-    immutable = "&immutable=1" if path.is_relative_to(FIXTURES) else ""
-    return sqlite3.connect(f"file:{quote(str(path))}?mode=ro{immutable}", uri=True)
-
-
-def user_version(path: Path) -> int:
-    db = read_only(path)
-    try:
-        return db.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        db.close()
-
-
 def rows(path: Path, *, like: Path | None = None) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table of version 1, in the order written; only the columns
     that `like`'s tables have (a later version may add some)."""
-    db, model = read_only(path), read_only(like or path)
+    db = read_store(path, immutable=path.is_relative_to(FIXTURES))
+    model = read_store(like or path)
     try:
         out = {}
         for table in V1_TABLES:
@@ -103,13 +89,13 @@ def test_a_store_of_the_release_before_versions_reads_back_whole_after_the_upgra
 ) -> None:
     home, expected = old_home
     db = home / "jobs.db"
-    assert user_version(db) == 0
+    assert schema_version(db) == 0
     named = expected["named"]
     assert len(expected["jobs"]) == 11 and set(named) >= {"cancelled", "detached", "workflow"}
 
     listed = cli(home, "ps", "--all", "--json")  # the first command opens and upgrades it
     assert listed.returncode == 0, listed.stderr
-    assert user_version(db) == NEWEST
+    assert schema_version(db) == NEWEST
     says_the_same(expected["jobs"], json.loads(listed.stdout), "ps")
     for some_id, status in expected["status"].items():  # each job, the run, the workflow
         shown = cli(home, "status", some_id, "--json")
@@ -156,7 +142,7 @@ def test_eight_commands_opening_an_old_store_at_once_all_succeed_and_migrate_it_
     # Migrations after the first create what they add without IF NOT EXISTS: one applied
     # twice would have failed one of the commands above.
     db = home / "jobs.db"
-    assert user_version(db) == NEWEST
+    assert schema_version(db) == NEWEST
     assert rows(db, like=FIXTURES / "jobs.db") == rows(FIXTURES / "jobs.db")
     assert store_problems(db) == []
 
