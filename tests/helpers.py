@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import socket
+import sqlite3
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import psutil
 
@@ -39,6 +41,23 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def read_store(path: Path, *, immutable: bool = True) -> sqlite3.Connection:
+    """A read-only look at a job store. `immutable`: the file alone, as it is on disk (not
+    what a WAL beside it adds), leaving nothing beside it, not even a -wal or -shm: for
+    the committed fixtures, and for stores that must stay untouched."""
+    flag = "&immutable=1" if immutable else ""
+    return sqlite3.connect(f"file:{quote(str(path))}?mode=ro{flag}", uri=True)
+
+
+def schema_version(path: Path) -> int:
+    """A store's `PRAGMA user_version`, read as `read_store` reads."""
+    db = read_store(path)
+    try:
+        return db.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        db.close()
 
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"

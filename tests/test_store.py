@@ -10,7 +10,7 @@ import pytest
 
 from anylaunch.errors import JobNotFound, UsageError
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store
+from anylaunch.store import JobRecord, Store, WorkflowRecord
 
 
 def record(job_id: str, backend: str = "local") -> JobRecord:
@@ -78,6 +78,20 @@ def test_lookups_by_prefix_read_the_index_not_every_row(home):
     assert _steps(store, lambda: store.resolve_run("r0012345")) < 20
     assert store.get("qq12").id == "qq123456"
     assert store.resolve_run("r0012345") == "r0012345"
+
+
+def test_workflows_are_found_by_key_and_listed_newest_first_through_an_index(home):
+    store = Store()
+    doc = {"steps": {"s": {"spec": {"command": ["x"] * 1000}}}}  # a plan is no small row
+    for i in range(3_000):
+        store.add_workflow(WorkflowRecord(f"wf-{i:05d}", "n", "f", doc, "SUCCEEDED"))
+    store.add_workflow(WorkflowRecord("wf-open", "n", "f", doc, "RUNNING"), key="same")
+    again = WorkflowRecord("wf-again", "n", "f", doc, "PENDING")
+    # A scan of 3,000 workflows takes tens of thousands of steps; an index search a few.
+    assert _steps(store, lambda: store.workflows(limit=5)) < 3
+    assert _steps(store, lambda: store.add_workflow(again, key="same")) < 3
+    assert [w.id for w in store.workflows(limit=2)] == ["wf-open", "wf-02999"]
+    assert store.add_workflow(again, key="same") == "wf-open"  # the unfinished one wins
 
 
 def test_port_reservations_are_exclusive_until_the_job_ends(home):

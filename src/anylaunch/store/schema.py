@@ -1,0 +1,79 @@
+"""The SQL of each schema version: what each migration runs (`migrations.py` orders
+them). A version, once released, is never edited: a change is a new version."""
+
+from __future__ import annotations
+
+# Version 1: the store as the releases before schema versions created it, statement for
+# statement. Every statement is IF NOT EXISTS: those stores (version 0) hold these
+# tables already, or the older of them, and keep every row.
+V1 = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    native_id TEXT,
+    state TEXT NOT NULL,
+    exit_code INTEGER,
+    detail TEXT,
+    run_id TEXT,
+    split_id INTEGER,
+    job_dir TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    cancel_requested_at REAL
+);
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
+CREATE INDEX IF NOT EXISTS jobs_run ON jobs (run_id);
+CREATE TABLE IF NOT EXISTS events (
+    job_id TEXT NOT NULL REFERENCES jobs (id),
+    at REAL NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS events_job ON events (job_id, at);
+CREATE TABLE IF NOT EXISTS ports (
+    port INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    key TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_key ON runs (key, created_at);
+CREATE TABLE IF NOT EXISTS workflows (
+    id TEXT PRIMARY KEY,
+    key TEXT,
+    name TEXT NOT NULL,
+    file TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    controller TEXT,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    cancel_requested_at REAL
+);
+CREATE TABLE IF NOT EXISTS workflow_steps (
+    workflow_id TEXT NOT NULL REFERENCES workflows (id),
+    step_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    error TEXT,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (workflow_id, step_id)
+);
+"""
+
+# Version 2: workflows found by key and listed newest first through an index, as jobs
+# and runs are. Without it, `run` of a workflow file (is one of its key unfinished?) and
+# the dashboard's list of the newest workflows read every workflow ever recorded, each
+# with its document (every step's spec). From here on no statement says IF NOT EXISTS:
+# a migration applied twice fails loudly instead of passing unseen.
+V2 = """
+CREATE INDEX workflows_key ON workflows (key, created_at);
+CREATE INDEX workflows_created ON workflows (created_at);
+"""
