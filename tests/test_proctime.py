@@ -11,7 +11,7 @@ import sys
 import psutil
 import pytest
 
-from anylaunch.proctime import create_time, running
+from anylaunch.store.proctime import create_time, running
 from helpers import wait_until
 
 

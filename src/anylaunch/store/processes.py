@@ -9,7 +9,7 @@ from typing import Any
 
 def this_process() -> dict[str, float]:
     """Who is submitting: pid and start time, so a dead submitter can be told from a reused pid."""
-    from anylaunch.proctime import create_time
+    from anylaunch.store.proctime import create_time
 
     return {"pid": os.getpid(), "started": create_time()}
 

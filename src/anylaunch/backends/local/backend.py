@@ -33,9 +33,9 @@ from anylaunch.backends.base import (
 from anylaunch.backends.local.config import LocalSection
 from anylaunch.errors import BackendError
 from anylaunch.jobfile.spec import JobSpec
-from anylaunch.proctime import create_time, running
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, home
+from anylaunch.store.proctime import create_time, running
 
 # Loading a job file builds this backend's section model, and `status` polls: neither
 # needs the planner, the starter or psutil, which load on first use.
