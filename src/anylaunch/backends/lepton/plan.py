@@ -13,14 +13,14 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from anylaunch import resume, runtime
+from anylaunch import resume
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.lepton.config import LeptonSection, located_error
 from anylaunch.backends.lepton.names import job_name, secret_name
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.backends.lepton.rest.rules import DEFAULT_PRIORITY_CLASS, RESERVED_ENV_NAMES
 from anylaunch.errors import ConfigError
-from anylaunch.node import command, rendezvous
+from anylaunch.node import command, rendezvous, runtime
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import has_reference
 from anylaunch.plan import Plan, check_runnable

@@ -14,11 +14,11 @@ from typing import Any, TypedDict
 
 import yaml
 
-from anylaunch import resume, runtime
+from anylaunch import resume
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.skypilot.config import Candidate, SkyPilotSection
 from anylaunch.errors import ConfigError
-from anylaunch.node import command, rendezvous
+from anylaunch.node import command, rendezvous, runtime
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import Sh, Word, has_reference, var
 from anylaunch.plan import Plan, check_runnable
