@@ -5,6 +5,12 @@ size it was fetched from, kept apart under `<root>/.anylaunch/meta/`, so a warm 
 checked without reading a byte and a changed object is refetched. Files appear only
 complete (written to a temporary name, renamed when done), under a per-object lock so
 concurrent jobs fetch an object once.
+
+Path safety: a key is a name chosen by whoever writes the bucket, and becomes a path
+here. A `..` part would put the file outside its folder (`data/../../../../tmp/x`
+outside the cache altogether) and a `.` part would make two keys one file, so a key
+with either is refused (`key_problem`), here and, for the URIs of a job file, when the
+job file is read.
 """
 
 from __future__ import annotations
@@ -22,6 +28,36 @@ META_DIR = ".anylaunch"
 
 class StageError(Exception):
     """An input or output that cannot be staged; the message says which and why."""
+
+
+def key_problem(key: str) -> str | None:
+    """Why `key` cannot name a file below its folder, or None when it can.
+
+    Empty parts (`a//b`, a leading `/`) are not refused: as in any file system path,
+    they add nothing.
+    """
+    parts = key.split("/")
+    if ".." in parts:
+        return "a '..' part in the key would put the file outside its folder"
+    if "." in parts:
+        return "a '.' part in the key would make it the file of another key"
+    return None
+
+
+def key_parts(bucket: str, key: str) -> list[str]:
+    """The folders and file name of `s3://bucket/key` below the cache root; StageError
+    for a key (or bucket) that is not a plain path below its folder."""
+    problem = key_problem(key)
+    if bucket in ("", ".", "..") or "/" in bucket:
+        problem = "not a bucket name"
+    if problem:
+        raise StageError(f"s3://{bucket}/{key}: {problem} — not staged; rename the object")
+    return [bucket, *(part for part in key.split("/") if part)]
+
+
+def normal_key(key: str) -> str:
+    """The key as its path spells it: the one key of each cached file."""
+    return "/".join(part for part in key.split("/") if part)
 
 
 def temp_name(target: str) -> str:
@@ -49,10 +85,10 @@ class Cache:
         self.root = root
 
     def path(self, bucket: str, key: str) -> str:
-        return os.path.join(self.root, bucket, key)
+        return os.path.join(self.root, *key_parts(bucket, key))
 
     def _meta(self, bucket: str, key: str) -> str:
-        return os.path.join(self.root, META_DIR, "meta", bucket, key + ".json")
+        return os.path.join(self.root, META_DIR, "meta", *key_parts(bucket, key)) + ".json"
 
     def is_fresh(self, bucket: str, key: str, etag: str, size: int) -> bool:
         """A metadata-only check: the record matches the listing and the file is whole."""
@@ -80,9 +116,11 @@ class Cache:
                 os.unlink(path)
 
     def recorded_keys(self, bucket: str, prefix: str) -> Iterator[str]:
-        """Keys under `prefix` that this cache fetched (files it may remove again)."""
+        """Keys under `prefix` that this cache fetched (files it may remove again), as
+        `normal_key` spells them."""
         base = os.path.join(self.root, META_DIR, "meta", bucket)
-        start = os.path.join(base, prefix)
+        prefix = normal_key(prefix) + ("/" if normal_key(prefix) else "")
+        start = os.path.join(base, *key_parts(bucket, prefix)[1:])
         top = start if os.path.isdir(start) else os.path.dirname(start)
         for folder, _, names in os.walk(top):
             for name in names:

@@ -12,7 +12,7 @@ import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from .cache import Cache, ObjectLock, StageError, temp_name
+from .cache import Cache, ObjectLock, StageError, key_parts, normal_key, temp_name
 from .progress import Progress
 from .s3 import Client, MiB, S3Error, concurrency, error_code, part_size
 
@@ -42,8 +42,11 @@ def list_remote(client: Client, bucket: str, key: str) -> tuple[str, list[Remote
     """The objects behind a URI: one object (HEAD) or everything under a prefix (LIST).
 
     `s3://b/dir` without a slash is a prefix when no object has that exact key.
-    Returns the resolved key (a prefix gains its slash) and the objects.
+    Returns the resolved key (a prefix gains its slash) and the objects. Every key must
+    name its own file inside the URI's folder (path safety: the cache writes where the
+    key says): otherwise nothing is fetched.
     """
+    key_parts(bucket, key)
     if not is_prefix(key):
         try:
             etag, size = client.head_object(bucket, key)
@@ -60,6 +63,15 @@ def list_remote(client: Client, bucket: str, key: str) -> tuple[str, list[Remote
         raise StageError(
             f"{bucket}/{key.rstrip('/')}: no such object or prefix in S3 — check the exact path"
         )
+    seen: dict[str, str] = {}
+    for name, _, _ in objects:
+        key_parts(bucket, name)
+        other = seen.setdefault(normal_key(name), name)
+        if other != name:
+            raise StageError(
+                f"s3://{bucket}/{name} and s3://{bucket}/{other} would be one file"
+                " — not staged; rename one of the objects"
+            )
     return key, objects
 
 
@@ -103,7 +115,7 @@ def sync(
     summary.bytes_total += sum(o[2] for o in objects)
     stale = [o for o in objects if not cache.is_fresh(bucket, *o)]
     if is_prefix(key):  # objects deleted in S3 must disappear from the input too
-        listed = {o[0] for o in objects}
+        listed = {normal_key(o[0]) for o in objects}
         for old in list(cache.recorded_keys(bucket, key)):
             if old not in listed:
                 cache.forget(bucket, old)

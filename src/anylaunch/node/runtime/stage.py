@@ -14,7 +14,7 @@ import shutil
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 
-from .cache import META_DIR, Cache, StageError
+from .cache import META_DIR, Cache, StageError, key_parts
 from .download import Summary, is_prefix, sync
 from .progress import Progress
 from .s3 import Client, concurrency
@@ -117,10 +117,10 @@ def stage_input(
             raise StageError(
                 f"{item['uri']}: unpack is set but it is not a .tar, .tar.gz or .tgz archive"
             )
-        version = objects[0][1].strip('"')
-        source = unpack(
-            source, os.path.join(cache.root, META_DIR, "unpacked", bucket, f"{key}@{version}")
-        )
+        # The ETag names the version; it comes from the server, so it never names a path.
+        version = re.sub(r"[^A-Za-z0-9_-]", "_", objects[0][1].strip('"'))
+        unpacked = os.path.join(cache.root, META_DIR, "unpacked", *key_parts(bucket, key))
+        source = unpack(source, f"{unpacked}@{version}")
     place(link, source)
     return source
 
