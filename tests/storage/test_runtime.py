@@ -244,7 +244,7 @@ def test_a_range_is_pinned_to_the_etag_that_was_listed(s3client, bucket, s3env):
     s3client.put_object(Bucket=bucket, Key="obj", Body=b"version two")
     got: list[bytes] = []
     with pytest.raises(s3.S3Error) as caught:
-        client.get_range(bucket, "obj", etag, 0, size - 1, lambda c: got.append(bytes(c)))
+        client.get_range(bucket, "obj", etag, 0, size - 1, size, lambda c: got.append(bytes(c)))
     assert caught.value.status == 412 and not got
 
 

@@ -1,17 +1,21 @@
-"""Stage-in writes only inside the cache.
+"""Stage-in writes only inside the cache, and keeps only exactly the object it listed.
 
-Keys are names chosen by whoever writes a bucket. They are tried on a real server on
-127.0.0.1, the devstack's moto, which stores `data/../x` as given, as S3 does.
+Keys are names chosen by whoever writes a bucket, and answers are whatever the endpoint
+sends. Both are tried on real servers on 127.0.0.1: the devstack's moto for keys (it
+stores `data/../x` as given, as S3 does), an endpoint of our own for wrong answers.
 Stage-in runs as a job runs it: the zipapp under a bare `python3 -I -S`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+from tests.storage.hostile_s3 import LIST_EVERYTHING, MODES, etag, hostile
 
+MiB = 1024 * 1024
 BAD_KEY = "data/../../../escaped"  # from <tmp>/a/cache/<bucket>/data: <tmp>/a/escaped
 
 
@@ -76,6 +80,20 @@ def test_a_dot_part_is_refused_and_empty_parts_name_one_file(tmp_path, s3client,
         assert (tmp_path / "work" / "data" / "b.bin").read_bytes() == b"b"
 
 
+def test_a_listing_with_keys_outside_the_prefix_is_refused(tmp_path, bare):
+    objects = {"data/a.bin": b"a", "other/b.bin": b"b"}
+    with hostile("bkt", objects, LIST_EVERYTHING) as server:
+        proc = bare(
+            "stage", "in", str(manifest(tmp_path, "s3://bkt/data/")), env=_env(server.endpoint)
+        )
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == (
+        "anylaunch-stage: in: error: s3://bkt/other/b.bin: listed under s3://bkt/data/ but"
+        " not inside it — not staged; check the endpoint (S3_ENDPOINT_URL)"
+    )
+    assert files_under(tmp_path / "a") == []
+
+
 JOB = """
 launcher: none
 command: [true]
@@ -113,3 +131,57 @@ def test_anylaunch_run_refuses_such_a_key_in_the_job_file_and_in_the_bucket(
     assert f"s3://{bucket}/{BAD_KEY}: a '..' part" in cli("logs", job["id"]).out
     assert not (tmp_path / "a" / "escaped").exists()
     assert files_under(tmp_path / "a") == []
+
+
+# -- answers that are not the object ----------------------------------------------------
+
+
+def _env(endpoint: str) -> dict[str, str]:
+    return {"S3_ENDPOINT_URL": endpoint, "ACCESS_KEY": "k", "SECRET_KEY": "s"}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_a_wrong_answer_to_a_ranged_get_is_never_kept(tmp_path, bare, mode):
+    body = os.urandom(12 * MiB)  # two ranges of 8 MiB
+    with hostile("bkt", {"data/big.bin": body}, mode) as server:
+        proc = bare(
+            "stage", "in", str(manifest(tmp_path, "s3://bkt/data/")), env=_env(server.endpoint)
+        )
+    assert any(g.startswith("bytes=8388608-") for g in server.gets)  # ranges were asked for
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    error = proc.stderr.splitlines()[-1]
+    assert error.startswith("anylaunch-stage: in: error: download failed: s3://bkt/data/big.bin: ")
+    code = error.split("big.bin: ")[1].split(":")[0]
+    assert code == {"other-version": "ETagMismatch", "longer-body": "WrongLength"}.get(
+        mode, "WrongRange"
+    )
+    # Nothing of it is kept: no file, no record, no temporary left behind.
+    assert files_under(tmp_path / "a") == ["cache/.anylaunch/meta/bkt/data/big.bin.lock"]
+    assert not (tmp_path / "work" / "data" / "big.bin").exists()
+
+
+def test_the_messages_say_what_was_asked_and_what_came(tmp_path, bare):
+    body = os.urandom(12 * MiB)
+    with hostile("bkt", {"data/big.bin": body}, "whole-body") as server:
+        proc = bare(
+            "stage", "in", str(manifest(tmp_path, "s3://bkt/data/")), env=_env(server.endpoint)
+        )
+    assert "WrongRange: asked for bytes 0-8388607, the server answered 200" in proc.stderr
+    with hostile("bkt", {"data/big.bin": body}, "other-version") as server:
+        proc = bare(
+            "stage", "in", str(manifest(tmp_path, "s3://bkt/data/")), env=_env(server.endpoint)
+        )
+    other = etag(bytes(b ^ 0xFF for b in body))
+    assert f"ETagMismatch: asked for ETag {etag(body)}, the server sent {other}" in proc.stderr
+
+
+def test_an_object_that_fits_one_range_may_come_back_whole(tmp_path, bare):
+    """200 with the whole object is HTTP's answer to a range that is the whole object."""
+    body = os.urandom(MiB)
+    with hostile("bkt", {"data/small.bin": body}, "whole-body") as server:
+        proc = bare(
+            "stage", "in", str(manifest(tmp_path, "s3://bkt/data/")), env=_env(server.endpoint)
+        )
+    assert server.gets == [f"bytes=0-{MiB - 1}"]
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "work" / "data" / "small.bin").read_bytes() == body

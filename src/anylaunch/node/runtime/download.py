@@ -2,8 +2,8 @@
 
 One LIST (or HEAD) says what is there; objects whose record does not match are fetched
 in parallel ranged GETs on one pool, each pinned to the listed ETag, into a temporary
-file that is renamed into place only when every range arrived. Objects deleted in S3
-leave the cache too.
+file that is renamed into place only when every range arrived and the file has the
+object's size. Objects deleted in S3 leave the cache too.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .cache import Cache, ObjectLock, StageError, key_parts, normal_key, temp_name
 from .progress import Progress
-from .s3 import Client, MiB, S3Error, concurrency, error_code, part_size
+from .s3 import Client, MiB, S3Error, concurrency, part_size
 
 TYPE_CHECKING = False  # typing's own flag, without importing typing at start
 if TYPE_CHECKING:
@@ -38,13 +38,17 @@ def is_prefix(key: str) -> bool:
     return key == "" or key.endswith("/")
 
 
+def describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, S3Error) else type(exc).__name__
+
+
 def list_remote(client: Client, bucket: str, key: str) -> tuple[str, list[Remote]]:
     """The objects behind a URI: one object (HEAD) or everything under a prefix (LIST).
 
     `s3://b/dir` without a slash is a prefix when no object has that exact key.
     Returns the resolved key (a prefix gains its slash) and the objects. Every key must
-    name its own file inside the URI's folder (path safety: the cache writes where the
-    key says): otherwise nothing is fetched.
+    name its own file inside the URI's folder (path safety: the listing comes from the
+    server, and the cache writes where it says): otherwise nothing is fetched.
     """
     key_parts(bucket, key)
     if not is_prefix(key):
@@ -65,6 +69,11 @@ def list_remote(client: Client, bucket: str, key: str) -> tuple[str, list[Remote
         )
     seen: dict[str, str] = {}
     for name, _, _ in objects:
+        if not name.startswith(key):
+            raise StageError(
+                f"s3://{bucket}/{name}: listed under s3://{bucket}/{key} but not inside it"
+                " — not staged; check the endpoint (S3_ENDPOINT_URL)"
+            )
         key_parts(bucket, name)
         other = seen.setdefault(normal_key(name), name)
         if other != name:
@@ -86,7 +95,7 @@ class _Download:
 def _fetch_range(
     client: Client, bucket: str, obj: Remote, tmp: str, start: int, end: int, progress: Progress
 ) -> None:
-    key, etag, _ = obj
+    key, etag, size = obj
     for attempt in range(3):
         with open(tmp, "r+b") as handle:
             handle.seek(start)
@@ -98,12 +107,26 @@ def _fetch_range(
                 progress.bytes(len(chunk))
 
             try:
-                client.get_range(bucket, key, etag, start, end, sink)
+                client.get_range(bucket, key, etag, start, end, size, sink)
                 return
             except S3Error as exc:
                 progress.bytes(-written[0])  # these bytes are fetched again
                 if exc.code != "NetworkError" or attempt == 2:
                     raise
+
+
+def _finish(cache: Cache, bucket: str, download: _Download) -> None:
+    """Put a fetched object in place, if it is whole: every range came back, and the
+    file has the listed size (a server's answer must never lengthen it)."""
+    for future in download.futures:
+        future.result()
+    written = os.path.getsize(download.tmp)
+    if written != download.obj[2]:
+        raise S3Error(
+            "WrongLength", 0, f"the file is {written} bytes, the object {download.obj[2]}"
+        )
+    os.replace(download.tmp, cache.path(bucket, download.obj[0]))
+    cache.record(bucket, *download.obj)
 
 
 def sync(
@@ -154,19 +177,18 @@ def sync(
             pending.append(download)
         for download in pending:
             with download.lock:
-                failure = None
-                for future in download.futures:
-                    try:
-                        future.result()
-                    except Exception as exc:  # the first failure names the object
-                        failure = failure or exc
-                if failure is not None:
+                try:
+                    _finish(cache, bucket, download)
+                except Exception as exc:  # the first failure names the object
+                    for future in download.futures:
+                        future.cancel()
+                    for future in download.futures:
+                        if not future.cancelled():
+                            future.exception()  # written no more: safe to remove
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(download.tmp)
-                    errors.append(f"s3://{bucket}/{download.obj[0]}: {error_code(failure)}")
+                    errors.append(f"s3://{bucket}/{download.obj[0]}: {describe(exc)}")
                     continue
-                os.replace(download.tmp, cache.path(bucket, download.obj[0]))
-                cache.record(bucket, *download.obj)
             progress.file_done()
             summary.fetched += 1
             summary.bytes_fetched += download.obj[2]
@@ -184,6 +206,7 @@ def sync(
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise StageError(
-            f"download failed: {errors[0]}{more} — the object changed or is unreadable; rerun"
+            f"download failed: {errors[0]}{more} — the object changed, is unreadable or came"
+            " back wrong; nothing of it was kept: rerun"
         )
     return key, objects

@@ -2,7 +2,9 @@
 
 Standard library only (python3 >= 3.8). One connection per thread and host; requests
 are retried on network errors, 5xx and throttling. A ranged GET is pinned with If-Match
-to the ETag that was listed, so a file never mixes two versions. The submit side uses this same client (`anylaunch.storage.s3`).
+to the ETag that was listed, and its answer is checked before a byte is kept: a server
+that ignores Range or If-Match must not turn into a file of the wrong size or version.
+The submit side uses this same client (`anylaunch.storage.s3`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import hmac
 import http.client
 import os
 import random
+import re
 import threading
 import time
 import urllib.parse
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 
 MiB = 1024 * 1024
 _EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # of b""
+_CONTENT_RANGE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+)$")
 
 
 # -- settings -----------------------------------------------------------------------------
@@ -51,7 +55,8 @@ def part_size() -> int:
 
 
 class S3Error(Exception):
-    """An S3 error response (code such as NoSuchKey, AccessDenied, 404) or a network failure."""
+    """An S3 error response (code such as NoSuchKey, AccessDenied, 404), a network
+    failure (NetworkError), or an answer that is not what was asked for."""
 
     def __init__(self, code: str, status: int = 0, message: str = "") -> None:
         super().__init__(f"{code}: {message}" if message else code)
@@ -141,6 +146,45 @@ def _escape(text: str) -> str:
     return (
         text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     )
+
+
+def same_etag(ours: str, theirs: str) -> bool:
+    """One ETag, however it is quoted (a listing may leave out the quotes a header has)."""
+
+    def bare(tag: str) -> str:
+        tag = tag.strip()
+        return (tag[2:] if tag.startswith("W/") else tag).strip('"')
+
+    return bare(ours) == bare(theirs)
+
+
+def range_problem(
+    status: int, reply: dict[str, str], etag: str, start: int, end: int, size: int
+) -> S3Error | None:
+    """What is wrong with the answer to a GET of bytes start..end of a `size`-byte
+    object whose ETag is `etag`, or None when it is exactly that.
+
+    The part asked for comes back as 206 with its own Content-Range. 200 (the whole
+    object) is HTTP's answer to a range that is the whole object, and only to that: for
+    any other part it is the wrong bytes, and written at the part's offset it makes the
+    file longer than the object. The ETag must be the one listed: a server that ignores
+    If-Match sends another version's bytes.
+    """
+    whole = end < start or (start == 0 and end == size - 1)
+    if status == 206:
+        match = _CONTENT_RANGE.match(reply.get("content-range", "").strip())
+        asked = f"bytes {start}-{end}/{size}"
+        if not match or tuple(int(n) for n in match.groups()) != (start, end, size):
+            got = reply.get("content-range") or "no Content-Range"
+            return S3Error("WrongRange", status, f"asked for {asked}, the server sent {got}")
+    elif status != 200 or not whole:
+        return S3Error(
+            "WrongRange", status, f"asked for bytes {start}-{end}, the server answered {status}"
+        )
+    if etag and not same_etag(etag, reply.get("etag", "")):
+        got = reply.get("etag") or "none"
+        return S3Error("ETagMismatch", status, f"asked for ETag {etag}, the server sent {got}")
+    return None
 
 
 class Client:
@@ -245,10 +289,13 @@ class Client:
         headers: dict[str, str] | None = None,
         body: bytes = b"",
         sink: Callable[[Any], None] | None = None,
+        check: Callable[[int, dict[str, str]], S3Error | None] | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         """One call, retried on network errors, 5xx and throttling; errors raise S3Error.
 
-        With `sink` (a callable taking bytes) a 2xx body is streamed to it, not returned.
+        With `sink` (a callable taking bytes) a 2xx body is streamed to it, not returned;
+        `check` sees the status and headers first, and what it returns is raised before
+        a byte reaches the sink. A sink may raise S3Error to stop reading.
         """
         with self._calls_lock:
             self.calls[op] = self.calls.get(op, 0) + 1
@@ -273,6 +320,9 @@ class Client:
                 status = resp.status
                 reply = {k.lower(): v for k, v in resp.getheaders()}
                 if 200 <= status < 300 and sink is not None and method != "HEAD":
+                    wrong = check(status, reply) if check is not None else None
+                    if wrong is not None:
+                        raise wrong
                     buffer = bytearray(MiB)
                     view = memoryview(buffer)
                     while True:
@@ -285,6 +335,9 @@ class Client:
                         raise http.client.IncompleteRead(b"", int(reply["content-length"]))
                     return status, reply, b""
                 data = resp.read() if method != "HEAD" else b""
+            except S3Error:
+                self._drop(scheme, host)  # a body left unread: the connection is spent
+                raise
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(scheme, host)
                 if received or attempt == self.RETRIES - 1:
@@ -346,13 +399,40 @@ class Client:
                 return
 
     def get_range(
-        self, bucket: str, key: str, etag: str, start: int, end: int, sink: Callable[[Any], None]
+        self,
+        bucket: str,
+        key: str,
+        etag: str,
+        start: int,
+        end: int,
+        size: int,
+        sink: Callable[[Any], None],
     ) -> None:
-        """Bytes start..end (inclusive) of the object version whose ETag is `etag`."""
-        headers = {"If-Match": etag}
+        """Bytes start..end (inclusive; end < start for an empty object) of the `size`-byte
+        object version whose ETag is `etag`, to `sink`.
+
+        Anything but exactly those bytes raises S3Error: a wrong status, Content-Range
+        or ETag before any byte reaches `sink` (`range_problem`), a wrong length as soon
+        as it shows.
+        """
+        headers = {"If-Match": etag} if etag else {}
         if end >= start:
             headers["Range"] = f"bytes={start}-{end}"
-        self.request("GetObject", "GET", bucket, key, headers=headers, sink=sink)
+        want = end - start + 1 if end >= start else 0
+        got = [0]
+
+        def check(status: int, reply: dict[str, str]) -> S3Error | None:
+            return range_problem(status, reply, etag, start, end, size)
+
+        def counted(chunk: Any) -> None:
+            got[0] += len(chunk)
+            if got[0] > want:
+                raise S3Error("WrongLength", 0, f"more than the {want} bytes asked for")
+            sink(chunk)
+
+        self.request("GetObject", "GET", bucket, key, headers=headers, sink=counted, check=check)
+        if got[0] != want:
+            raise S3Error("WrongLength", 0, f"{got[0]} bytes of the {want} asked for")
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
         return self.request("GetObject", "GET", bucket, key)[2]
