@@ -31,7 +31,7 @@ def run(rounds: int = 3) -> list[Row]:
 def _case(files: int, size_mib: int, rounds: int) -> list[Row]:
     import boto3
 
-    from anylaunch.runtime import anylaunch_job as rt
+    from anylaunch.node.runtime import s3, stage
 
     client = boto3.client(
         "s3",
@@ -53,7 +53,7 @@ def _case(files: int, size_mib: int, rounds: int) -> list[Row]:
             target = work / f"boto3-{r}"
             target.mkdir()
             start = time.perf_counter()
-            with ThreadPoolExecutor(rt.concurrency()) as pool:
+            with ThreadPoolExecutor(s3.concurrency()) as pool:
                 list(
                     pool.map(
                         lambda k, t=target: client.download_file(bucket, k, str(t / Path(k).name)),
@@ -70,11 +70,11 @@ def _case(files: int, size_mib: int, rounds: int) -> list[Row]:
             }
             Path(manifest["workdir"]).mkdir()
             start = time.perf_counter()
-            rt.stage_in(manifest)
+            stage.stage_in(manifest)
             ours.append(time.perf_counter() - start)
-            counted = rt.Client()
+            counted = s3.Client()
             start = time.perf_counter()
-            summary = rt.stage_in(manifest, counted)
+            summary = stage.stage_in(manifest, counted)
             warm.append(time.perf_counter() - start)
             assert summary.fetched == 0 and counted.calls == {"ListObjectsV2": 1}
     finally:

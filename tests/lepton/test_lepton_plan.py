@@ -204,7 +204,7 @@ def test_workspace_errors_name_the_key_and_the_choices(lcli, write):
 
 
 def test_the_command_carries_the_in_job_runtime_and_never_imports_anylaunch(lcli, write):
-    from anylaunch import runtime
+    from anylaunch.node import runtime
 
     path = write(
         """
@@ -224,7 +224,7 @@ def test_the_command_carries_the_in_job_runtime_and_never_imports_anylaunch(lcli
     assert (
         script.index(
             runtime.write_shell(
-                "/tmp/anylaunch/anylaunch_job.py", "nvcr.io/nvidia/pytorch:25.08-py3", "resume"
+                "/tmp/anylaunch/anylaunch_job.pyz", "nvcr.io/nvidia/pytorch:25.08-py3", "resume"
             )
         )
         < script.index(" newest ")

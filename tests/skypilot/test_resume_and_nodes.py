@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from anylaunch import api, runtime
+from anylaunch import api
 from anylaunch.jobfile import loader
+from anylaunch.node import runtime
 from anylaunch.store import Store
 from conftest import PROGRAMS, ROOT, needs_sky
 
@@ -41,7 +42,7 @@ def node_env(rank: int, nodes: int, ips: str = "127.0.0.1") -> dict[str, str]:
 def newest(directory: Path) -> str:
     """What the shipped in-job runtime answers, under python3 with its stdlib only."""
     shipped = directory.parent / runtime.FILE_NAME
-    shipped.write_text(runtime.source())
+    shipped.write_bytes(runtime.zipapp())
     out = subprocess.run(
         ["python3", "-I", "-S", str(shipped), "newest", str(directory)],
         env={"PATH": "/usr/bin:/bin"},

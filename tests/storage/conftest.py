@@ -40,17 +40,20 @@ def s3client(s3env):
 
 @pytest.fixture
 def runtime_file(tmp_path_factory) -> Path:
-    """The runtime exactly as a job receives it."""
-    from anylaunch import runtime
+    """The runtime's zipapp exactly as a job receives it."""
+    from anylaunch.node import runtime
 
     path = tmp_path_factory.mktemp("runtime") / runtime.FILE_NAME
-    path.write_text(runtime.source())
+    path.write_bytes(runtime.zipapp())
     return path
 
 
 def bare_python() -> str:
-    """The system interpreter when there is one (no project venv behind it)."""
-    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    """An interpreter with no project venv behind it: the system's, else the one this
+    venv was made from (whose site-packages do not hold anylaunch)."""
+    if os.path.exists("/usr/bin/python3"):
+        return "/usr/bin/python3"
+    return getattr(sys, "_base_executable", sys.executable)
 
 
 def bare_env(extra: dict[str, str]) -> dict[str, str]:

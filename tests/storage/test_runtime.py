@@ -1,50 +1,96 @@
 """The in-job runtime: python3's standard library is all it needs, and it speaks S3 as
 S3 expects (checked against AWS's published signing example, botocore's signer, and the
-devstack S3 server), run the way a job runs it: `python3 -I -S anylaunch_job.py`."""
+devstack S3 server), run the way a job runs it: `python3 -I -S anylaunch_job.pyz`."""
 
 from __future__ import annotations
 
 import ast
 import datetime
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
+from importlib import resources
 from pathlib import Path
 
 import pytest
 from tests.storage.conftest import bare_python
 
-from anylaunch import runtime
-from anylaunch.runtime import anylaunch_job
+from anylaunch.node import runtime
+from anylaunch.node.runtime import checkpoint, s3, stage
 
 MiB = 1024 * 1024
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def shipped() -> dict[str, bytes]:
+    """Name -> bytes of every entry of the zipapp."""
+    with zipfile.ZipFile(io.BytesIO(runtime.zipapp())) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_the_zipapp_holds_every_in_job_module_and_its_entry():
+    folder = resources.files("anylaunch.node.runtime")
+    modules = sorted(p.name for p in folder.iterdir() if p.name.endswith(".py"))
+    assert len(modules) >= 6  # the check would prove nothing on an empty folder
+    expected = {f"{runtime.PACKAGE}/{name}" for name in modules} | {"__main__.py"}
+    assert set(shipped()) == expected
+    for name in modules:  # the submit side's __init__ stays behind: an empty one instead
+        inside = shipped()[f"{runtime.PACKAGE}/{name}"]
+        assert inside == (b"" if name == "__init__.py" else folder.joinpath(name).read_bytes())
+
+
+def test_the_same_code_is_the_same_bytes():
+    first = runtime.zipapp()
+    for cached in (runtime.zipapp, runtime.digest, runtime.packed):
+        cached.cache_clear()
+    assert runtime.zipapp() == first and runtime.zipapp() is not first
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        infos = archive.infolist()
+    assert [i.filename for i in infos] == ["__main__.py", *sorted(i.filename for i in infos[1:])]
+    assert {(i.date_time, i.external_attr, i.compress_type) for i in infos} == {
+        ((1980, 1, 1, 0, 0, 0), 0o100644 << 16, zipfile.ZIP_STORED)
+    }
+    assert runtime.unpacked(runtime.packed()) == first
+
+
+def test_what_a_script_carries_is_less_than_half_the_source_text():
+    """Compressed once for the journey: a Lepton command and a Slurm script grow by far
+    less than the runtime's own text (a zip of base64 text would not)."""
+    source = sum(len(data) for data in shipped().values())
+    carried = len(runtime.write_shell('"/tmp/anylaunch/anylaunch_job.pyz"', "img", "resume"))
+    assert carried < source / 2, (carried, source)
 
 
 def test_the_runtime_imports_nothing_outside_the_standard_library():
-    tree = ast.parse(runtime.source())
+    siblings = {name.rsplit("/", 1)[-1][:-3] for name in shipped()}
     names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "a relative import: the file ships alone"
-            names.add((node.module or "").split(".")[0])
-    assert names, "no imports found: the check would prove nothing"
+    for name, source in shipped().items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and node.module in siblings, (name, node.module)
+            elif isinstance(node, ast.ImportFrom):
+                names.add((node.module or "").split(".")[0])
+    names -= {"__future__", runtime.PACKAGE}
+    assert {"http", "hashlib", "os"} <= names  # the check would prove nothing without them
     assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)
 
 
-def test_the_runtime_parses_as_python_3_8():
-    ast.parse(runtime.source(), feature_version=(3, 8))
+def test_every_shipped_module_parses_as_python_3_8():
+    for name, source in shipped().items():
+        ast.parse(source, filename=name, feature_version=(3, 8))
 
 
 def test_under_a_bare_interpreter_only_standard_modules_load(runtime_file, tmp_path):
     probe = (
-        "import importlib.util, sys;"
-        " spec = importlib.util.spec_from_file_location('rt', sys.argv[1]);"
-        " module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module);"
-        " module._import_staging(); module.newest_checkpoint(sys.argv[2]);"
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        " import anylaunch_runtime.main, anylaunch_runtime.stage;"
+        " anylaunch_runtime.checkpoint.newest_checkpoint(sys.argv[2]);"
         " print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     proc = subprocess.run(
@@ -55,16 +101,40 @@ def test_under_a_bare_interpreter_only_standard_modules_load(runtime_file, tmp_p
         check=True,
     )
     loaded = set(proc.stdout.split())
-    assert "http" in loaded and "hashlib" in loaded
-    assert loaded <= set(sys.stdlib_module_names) | {"__main__"}, loaded
+    assert "http" in loaded and "hashlib" in loaded and runtime.PACKAGE in loaded
+    assert loaded - {runtime.PACKAGE} <= set(sys.stdlib_module_names) | {"__main__"}, loaded
+
+
+def test_nothing_from_anylaunch_or_the_venv_reaches_the_zipapp(runtime_file, tmp_path):
+    """Even with anylaunch's sources and this venv named in the environment, the bare
+    interpreter under -I -S sees neither: what runs is the zipapp's own code."""
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import anylaunch_runtime.stage as m;"
+        " print(m.__file__);"
+        " import importlib.util as u; print(u.find_spec('anylaunch'), u.find_spec('boto3'))"
+    )
+    proc = subprocess.run(
+        [bare_python(), "-I", "-S", "-c", probe, str(runtime_file)],
+        env={
+            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "PYTHONPATH": f"{SRC}:{':'.join(sys.path)}",
+            "VIRTUAL_ENV": sys.prefix,
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    where, found = proc.stdout.splitlines()
+    assert where == f"{runtime_file}/{runtime.PACKAGE}/stage.py"
+    assert found == "None None"
 
 
 def test_signatures_match_awss_published_example():
     """AWS's SigV4 example for S3 (GET /test.txt with a Range, 2013-05-24)."""
-    creds = anylaunch_job.Credentials(
+    creds = s3.Credentials(
         "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "", "us-east-1", ""
     )
-    headers = anylaunch_job.Client(creds)._sign(
+    headers = s3.Client(creds)._sign(
         "GET",
         "examplebucket.s3.amazonaws.com",
         "/test.txt",
@@ -108,8 +178,8 @@ def test_signatures_match_botocores_for_awkward_keys_and_queries(key, query):
     canonical = signer.canonical_request(request)
     theirs = signer.signature(signer.string_to_sign(request, canonical), request)
 
-    creds = anylaunch_job.Credentials("AKIDEXAMPLE", "secret/key+x", "tok", "eu-west-3", "")
-    ours = anylaunch_job.Client(creds)._sign(
+    creds = s3.Credentials("AKIDEXAMPLE", "secret/key+x", "tok", "eu-west-3", "")
+    ours = s3.Client(creds)._sign(
         "GET",
         "bkt.s3.eu-west-3.amazonaws.com",
         "/" + key,
@@ -162,19 +232,19 @@ def test_a_bare_python_stages_in_refetches_changes_and_a_warm_cache_only_lists(
     assert (data / "1.bin").read_bytes() == b"changed" and (data / "new.bin").read_bytes() == b"new"
     assert not (data / "2.bin").exists()
 
-    client = anylaunch_job.Client(anylaunch_job.Credentials.from_env(s3env))
-    warm = anylaunch_job.stage_in(json.loads(manifest.read_text()), client)
+    client = s3.Client(s3.Credentials.from_env(s3env))
+    warm = stage.stage_in(json.loads(manifest.read_text()), client)
     assert (warm.fetched, client.calls) == (0, {"ListObjectsV2": 1})
 
 
 def test_a_range_is_pinned_to_the_etag_that_was_listed(s3client, bucket, s3env):
     s3client.put_object(Bucket=bucket, Key="obj", Body=b"version one")
-    client = anylaunch_job.Client(anylaunch_job.Credentials.from_env(s3env))
+    client = s3.Client(s3.Credentials.from_env(s3env))
     etag, size = client.head_object(bucket, "obj")
     s3client.put_object(Bucket=bucket, Key="obj", Body=b"version two")
     got: list[bytes] = []
-    with pytest.raises(anylaunch_job.S3Error) as caught:
-        client.get_range(bucket, "obj", etag, 0, size - 1, lambda chunk: got.append(bytes(chunk)))
+    with pytest.raises(s3.S3Error) as caught:
+        client.get_range(bucket, "obj", etag, 0, size - 1, size, lambda c: got.append(bytes(c)))
     assert caught.value.status == 412 and not got
 
 
@@ -192,7 +262,7 @@ def test_an_image_without_python3_fails_with_one_line_naming_image_and_step(tmp_
     for tool in ("bash", "mkdir", "dirname", "cat"):
         (tools / tool).symlink_to(shutil.which(tool))
     script = runtime.write_shell(
-        '"/tmp/x/anylaunch_job.py"', "nvcr.io/nvidia/cuda:12.4.0-base", "stage-in"
+        '"/tmp/x/anylaunch_job.pyz"', "nvcr.io/nvidia/cuda:12.4.0-base", "stage-in"
     )
     proc = subprocess.run(
         [str(tools / "bash"), "-c", script + "\necho not reached"],
@@ -208,12 +278,40 @@ def test_an_image_without_python3_fails_with_one_line_naming_image_and_step(tmp_
 
 
 def test_the_command_carries_the_runtime_byte_for_byte(tmp_path):
-    target = tmp_path / "deep" / "anylaunch_job.py"
+    target = tmp_path / "deep" / runtime.FILE_NAME
     script = runtime.write_shell(f'"{target}"', "img", "resume")
-    proc = subprocess.run(
-        ["bash", "-c", script], env={"PATH": f"{Path(bare_python()).parent}:/usr/bin:/bin"}
+    path = f"{Path(bare_python()).parent}:/usr/bin:/bin"
+    proc = subprocess.run(["bash", "-c", script], env={"PATH": path})
+    assert proc.returncode == 0 and target.read_bytes() == runtime.zipapp()
+    assert [p.name for p in target.parent.iterdir()] == [runtime.FILE_NAME]  # no .part left
+    (tmp_path / "ckpt" / "step_3").mkdir(parents=True)
+    (tmp_path / "ckpt" / "step_3" / "DONE").write_text("")
+    ran = subprocess.run(
+        [bare_python(), "-I", "-S", str(target), "newest", str(tmp_path / "ckpt")],
+        env={"PATH": path},
+        capture_output=True,
+        text=True,
     )
-    assert proc.returncode == 0 and target.read_text() == runtime.source()
+    assert ran.stdout == f"{tmp_path / 'ckpt' / 'step_3'}\n"
+
+
+def test_a_runtime_damaged_on_the_way_is_refused_with_one_line(tmp_path):
+    target = tmp_path / runtime.FILE_NAME
+    lines = runtime.write_shell(f'"{target}"', "img", "resume").splitlines()
+    middle = len(lines) // 2  # a line of the packed zipapp: change one character
+    lines[middle] = ("B" if lines[middle][0] == "A" else "A") + lines[middle][1:]
+    proc = subprocess.run(
+        ["bash", "-c", "\n".join([*lines, "echo not reached"])],
+        env={"PATH": f"{Path(bare_python()).parent}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1 and "not reached" not in proc.stdout
+    assert proc.stderr == (
+        "anylaunch: the in-job runtime arrived damaged (its SHA-256 differs);"
+        " submit the job again\n"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def _newest(bare, directory: Path) -> str:
@@ -244,13 +342,13 @@ def test_the_newest_complete_checkpoint_by_markers_numbers_and_pointers(tmp_path
 
 def test_the_recipe_gets_the_checkpoint_with_quotes_escaped(tmp_path, bare):
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(f"restore_from:\n  path: '{anylaunch_job.PLACEHOLDER}'\n")
+    recipe.write_text(f"restore_from:\n  path: '{checkpoint.PLACEHOLDER}'\n")
     proc = bare(
         "fill-recipe", str(recipe), "/ckpt/latest", env={"ANYLAUNCH_RESUME_FROM": "/c/it's"}
     )
     assert proc.returncode == 0, proc.stderr
     assert recipe.read_text() == "restore_from:\n  path: '/c/it''s'\n"
-    recipe.write_text(f"restore_from:\n  path: '{anylaunch_job.PLACEHOLDER}'\n")
+    recipe.write_text(f"restore_from:\n  path: '{checkpoint.PLACEHOLDER}'\n")
     assert bare("fill-recipe", str(recipe), "/ckpt/latest").returncode == 0
     assert recipe.read_text() == "restore_from:\n  path: '/ckpt/latest'\n"
 
@@ -274,8 +372,14 @@ def test_no_in_job_step_needs_anylaunch_in_the_job(cli, write, backend):
     text = json.dumps(plan["payload"])
     assert "-m anylaunch" not in text and "anylaunch.storage" not in text
     assert f"-I -S {runtime.FILE_NAME}" not in text  # always a path to the shipped file
-    assert "anylaunch_job.py" in text and "newest" in text and "stage" in text
-    assert plan["files"][runtime.FILE_NAME] == runtime.source()
+    assert runtime.FILE_NAME in text and "newest" in text and "stage" in text
+    assert runtime.FILE_NAME not in plan["files"]  # not text: it is never among them
+    if backend == "local":  # written into the job's directory by submit
+        assert runtime.unpacked(plan["payload"]["runtime"]) == runtime.zipapp()
+    else:  # written by the batch script before the first step that needs it
+        script = plan["payload"]["script"]
+        carried = runtime.write_shell('"$ANYLAUNCH_JOB_DIR/anylaunch_job.pyz"', None, "resume")
+        assert script.index(carried) < script.index(" newest ") < script.index(" stage in ")
 
 
 def _old_python(version: str) -> str:

@@ -9,9 +9,9 @@ program that looks in the checkpoint directory and exports
 
 and, for recipes that say `restore_from.path` (AutoModel), writes that checkpoint into
 the recipe file the program reads. The looking is done by the in-job runtime
-(`anylaunch_job.py newest DIR`, python3's standard library only), so the nodes need
+(`anylaunch_job.pyz newest DIR`, python3's standard library only), so the nodes need
 neither anylaunch nor any tool beyond python3. Backend-neutral: a backend ships the
-runtime file with the job and renders `shell()` into its job script.
+runtime with the job and renders `shell()` into its job script.
 
 Which entry is the newest complete checkpoint:
 1. a `LATEST`/`latest` pointer in the directory — a symlink, a text file naming an
@@ -32,9 +32,8 @@ import posixpath
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from anylaunch import runtime
-from anylaunch.node import command
-from anylaunch.runtime.anylaunch_job import PLACEHOLDER
+from anylaunch.node import command, runtime
+from anylaunch.node.runtime.checkpoint import PLACEHOLDER
 
 if TYPE_CHECKING:
     from anylaunch.jobfile.spec import JobSpec
@@ -88,7 +87,7 @@ def recipe_for_resume(recipe: dict[str, Any]) -> dict[str, Any]:
 def shell(directory: str | None, runtime_word: str, *, image: str | None = None) -> str:
     """Bash run before the program on every node: export the contract's variables.
 
-    `runtime_word` is a bash word for the shipped runtime file; `image` names the
+    `runtime_word` is a bash word for the shipped runtime's path; `image` names the
     container in the one-line error when it has no python3.
     """
     if not directory:

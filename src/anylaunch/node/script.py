@@ -2,13 +2,13 @@
 
 Order: the backend's rendezvous lines (MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK),
 anylaunch's own variables, the job's `env:` (where `$NAME` expands on the node), files
-(the recipe) and the in-job runtime written from quoted heredocs, the in-job steps that
-prepare the node (stage-in, resume), the pre hooks, the program, the post hooks and the
-in-job steps that follow it (stage-out). The script's exit status is the program's.
+(the recipe) written from quoted heredocs, the in-job steps that prepare the node
+(writing the runtime, stage-in, resume), the pre hooks, the program, the post hooks and
+the in-job steps that follow it (stage-out). The script's exit status is the program's.
 
-In-job steps are shell lines, built by `anylaunch.runtime` (`write_shell` ships the
-runtime file inside the script, `shell` calls one of its steps as `python3 FILE STEP
-ARGS`), so the image needs only python3.
+In-job steps are shell lines, built by `anylaunch.node.runtime` (`write_shell` carries
+the runtime's zipapp inside the script, `shell` calls one of its steps as
+`python3 -I -S anylaunch_job.pyz STEP ARGS`), so the image needs only python3.
 """
 
 from __future__ import annotations

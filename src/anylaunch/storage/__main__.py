@@ -1,18 +1,18 @@
 """`python -m anylaunch.storage in|out MANIFEST`: the in-job staging steps, run from an
-installed anylaunch (jobs themselves run the shipped runtime file, which is the same code)."""
+installed anylaunch (jobs themselves run the shipped runtime zipapp, which is the same code)."""
 
 from __future__ import annotations
 
 import sys
 
-from anylaunch.runtime import anylaunch_job
+from anylaunch.node.runtime import main as runtime_main
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in ("in", "out"):
         print("usage: python -m anylaunch.storage in|out MANIFEST", file=sys.stderr)
         return 2
-    return anylaunch_job.main(["stage", *argv])
+    return runtime_main.main(["stage", *argv])
 
 
 if __name__ == "__main__":

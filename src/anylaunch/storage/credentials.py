@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from anylaunch.errors import ConfigError
+from anylaunch.node.runtime.cache import key_problem
 from anylaunch.storage import s3
 from anylaunch.storage.uri import parse_s3
 
@@ -77,6 +78,19 @@ def check_readable(spec: JobSpec, environ: Mapping[str, str]) -> None:
             raise _unreadable(spec, f"inputs.{path}", item.uri, exc.code) from None
         if found is None:
             raise _unreadable(spec, f"inputs.{path}", item.uri, "no such object or prefix")
+        # Path safety: the job refuses every key with a '.' or '..' part before it
+        # writes a byte. S3 lists in byte order, where '.' comes before digits and
+        # letters, so such a key right under the prefix is the one listed here: it is
+        # refused now, before a job is queued for it.
+        problem = key_problem(found[0])
+        if problem:
+            raise ConfigError(
+                f"{item.uri} holds s3://{uri.bucket}/{found[0]}: {problem}",
+                file=spec.source,
+                key=f"inputs.{path}",
+                fix="rename that object in the bucket (its key without '.' and '..' parts)",
+                code="STORAGE",
+            )
     for path, target in spec.outputs.items():
         uri = parse_s3(target)
         try:

@@ -1,6 +1,6 @@
 """What a job's stage-in and stage-out steps do, written into the job by the backend.
 
-The steps run inside the job (`python3 -I -S anylaunch_job.py stage in|out MANIFEST`,
+The steps run inside the job (`python3 -I -S anylaunch_job.pyz stage in|out MANIFEST`,
 the in-job runtime) and need nothing but python3's standard library there; this JSON
 file is all they read.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from anylaunch.runtime.anylaunch_job import Client, Credentials, S3Error, error_code
+from anylaunch.node.runtime.s3 import Client, Credentials, S3Error, error_code
 
 __all__ = ["Client", "S3Error", "client", "error_code", "has_credentials"]
 

@@ -1,9 +1,15 @@
-"""Storage URIs: `s3://bucket/key` (an object or a prefix) and local paths."""
+"""Storage URIs: `s3://bucket/key` (an object or a prefix) and local paths.
+
+A key becomes a path when it is staged (`<cache>/bucket/key`), so a key is refused here
+as in the job: `key_problem`, the in-job runtime's own rule.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from anylaunch.node.runtime.cache import key_problem
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -45,6 +51,9 @@ def parse_s3(text: str) -> S3Uri:
         raise ValueError(
             f"'{bucket}' is not a valid bucket name; use 3-63 of a-z, 0-9, '.' and '-'"
         )
+    problem = key_problem(key)
+    if problem:
+        raise ValueError(f"'{text}': {problem}; write the path without '.' and '..' parts")
     return S3Uri(bucket, key)
 
 

@@ -13,7 +13,6 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.lepton.config import LeptonSection, located_error
 from anylaunch.backends.lepton.names import job_name, secret_name
@@ -22,7 +21,7 @@ from anylaunch.backends.lepton.rest.rules import DEFAULT_PRIORITY_CLASS, RESERVE
 from anylaunch.backends.plan import Plan
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile.spec import JobSpec
-from anylaunch.node import checkpoint, command, rendezvous
+from anylaunch.node import checkpoint, command, rendezvous, runtime
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import has_reference
 from anylaunch.storage import manifest

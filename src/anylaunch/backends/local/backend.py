@@ -132,6 +132,10 @@ class LocalBackend(Backend):
         (job_dir / PLAN_FILE).write_text(plan.model_dump_json(indent=2))
         for rel, text in plan.files.items():
             (job_dir / rel).write_text(text)
+        if "runtime" in plan.payload:
+            from anylaunch.node import runtime
+
+            (job_dir / runtime.FILE_NAME).write_bytes(runtime.unpacked(plan.payload["runtime"]))
         env = {**os.environ, **secrets}
         env["ANYLAUNCH_HOME"] = str(job_dir.parent.parent)
         env["ANYLAUNCH_JOB_ID"] = plan.job_id

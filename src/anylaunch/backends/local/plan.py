@@ -15,12 +15,11 @@ from typing import TypedDict
 
 from typing_extensions import NotRequired
 
-from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.plan import Plan
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile.spec import JobSpec
-from anylaunch.node import checkpoint, command
+from anylaunch.node import checkpoint, command, runtime
 from anylaunch.node import script as node_script
 from anylaunch.node.rendezvous import Rendezvous
 
@@ -46,6 +45,9 @@ class LocalPayload(TypedDict):
     nsys_reports: NotRequired[str]
     stage_in: NotRequired[list[str]]
     stage_out: NotRequired[list[str]]
+    # The in-job runtime, written into the job's directory by submit. A zipapp is not
+    # text, so it is not among the plan's files: it travels packed (`runtime.packed`).
+    runtime: NotRequired[str]
 
 
 def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
@@ -159,7 +161,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
             if staging.outputs:
                 payload["stage_out"] = runtime.local_argv(runtime_path, "stage", "out", path)
     if checkpoints or staging is not None:
-        files[runtime.FILE_NAME] = runtime.source()
+        payload["runtime"] = runtime.packed()
     return Plan(
         backend="local",
         job_id=ctx.job_id,

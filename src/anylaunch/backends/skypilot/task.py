@@ -14,14 +14,13 @@ from typing import Any, TypedDict
 
 import yaml
 
-from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.plan import Plan
 from anylaunch.backends.skypilot.config import Candidate, SkyPilotSection
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.jobfile.yamlsrc import line_of
-from anylaunch.node import checkpoint, command, rendezvous
+from anylaunch.node import checkpoint, command, rendezvous, runtime
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import Sh, Word, has_reference, var
 

@@ -10,7 +10,6 @@ import shlex
 from pathlib import Path
 from typing import Any, TypedDict
 
-from anylaunch import runtime
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.plan import Plan
 from anylaunch.backends.slurm import script, template
@@ -76,8 +75,6 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
     files = {SCRIPT_FILE: text}
     if staging is not None:
         files[manifest.MANIFEST_FILE] = staging.model_dump_json(indent=2)
-    if staging is not None or checkpoint.checkpoint_dir(spec):
-        files[runtime.FILE_NAME] = runtime.source()
     recipe = checkpoint.config_text(spec)
     if recipe is not None:
         # With a checkpoint folder the job writes the newest checkpoint into restore_from.path.

@@ -13,16 +13,15 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from anylaunch import runtime
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.jobfile.mounts import Mount
 from anylaunch.jobfile.spec import JobSpec
-from anylaunch.node import checkpoint, command, rendezvous, shell
+from anylaunch.node import checkpoint, command, rendezvous, runtime, shell
 from anylaunch.node import script as node_script
 from anylaunch.node.shell import Word, concat, export, path, var, word, words
 
 RECIPE_FILE = "recipe.yaml"
-# The in-job runtime (staging, resume) sits in the job's directory on the shared filesystem.
+# The in-job runtime (staging, resume): the batch shell writes it into the job's directory.
 RUNTIME_WORD = f'"$ANYLAUNCH_JOB_DIR/{runtime.FILE_NAME}"'
 # Defaults for NCCL that a job file (`env:`) or the submitting environment overrides.
 NCCL_DEFAULTS = {
@@ -215,6 +214,14 @@ def setup(job: Job) -> list[str]:
             "# Secrets reach the job from the submitting environment (sbatch --export),"
             f" never this file: {', '.join(secret_names)}"
         )
+    folder = checkpoint.checkpoint_dir(spec)
+    if job.staging or folder:
+        first = "resume" if folder else "stage-in"
+        out += [
+            "",
+            "# The in-job runtime (resume, staging), carried in this script.",
+            runtime.write_shell(RUNTIME_WORD, None, first, job.stage_python),
+        ]
     out += ["", *_resume(job)]
     if job.staging:
         # Inputs land once on the shared filesystem (the cache, or the job's directory)
@@ -222,7 +229,6 @@ def setup(job: Job) -> list[str]:
         out += [
             "",
             "# Stage-in (S3 inputs through the shared-filesystem cache).",
-            runtime.require_python(None, "stage-in", job.stage_python),
             f"{_stage(job, 'in')} || exit $?",
         ]
     check = _node_check(job)
