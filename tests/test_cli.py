@@ -136,3 +136,27 @@ def test_dry_run_of_a_recipe_with_config_placeholder(cli, write):
     argv = plan["payload"]["nodes"][0]["argv"]
     assert argv[2].rstrip().endswith(f" -m trainer -c {plan['job_dir']}/recipe.yaml")
     assert plan["files"]["recipe.yaml"] == "model:\n  name: tiny\n"
+
+
+def test_a_dry_run_leaves_no_process_behind(cli, write, home):
+    """Every command runs in its own process and ends with it: nothing of anylaunch
+    outlives a dry-run (no server, no helper), whatever the backend."""
+    import psutil
+
+    def ours() -> set[int]:
+        found = set()
+        for proc in psutil.process_iter(["cmdline", "environ"]):
+            try:
+                argv = " ".join(proc.info["cmdline"] or [])
+                env = proc.info["environ"] or {}
+            except (psutil.Error, OSError):
+                continue
+            if "anylaunch" in argv and env.get("ANYLAUNCH_HOME") == str(home):
+                found.add(proc.pid)
+        return found
+
+    path = write("command: python train.py\nnodes: 2\nslurm: {partition: gpu}\n")
+    before = ours()
+    for backend in ("local", "slurm"):
+        assert cli("run", str(path), "--backend", backend, "--dry-run").rc == 0
+    assert ours() - before == set()
