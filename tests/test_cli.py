@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -138,25 +139,29 @@ def test_dry_run_of_a_recipe_with_config_placeholder(cli, write):
     assert plan["files"]["recipe.yaml"] == "model:\n  name: tiny\n"
 
 
-def test_a_dry_run_leaves_no_process_behind(cli, write, home):
+def test_a_dry_run_leaves_no_process_behind(write, home):
     """Every command runs in its own process and ends with it: nothing of anylaunch
-    outlives a dry-run (no server, no helper), whatever the backend."""
-    import psutil
+    outlives a dry-run (no server, no helper), whatever the backend. The dry-runs run in
+    a PID namespace of their own, so whatever they leave is seen there, even a process
+    that left their session and their environment."""
+    import shutil
 
-    def ours() -> set[int]:
-        found = set()
-        for proc in psutil.process_iter(["cmdline", "environ"]):
-            try:
-                argv = " ".join(proc.info["cmdline"] or [])
-                env = proc.info["environ"] or {}
-            except (psutil.Error, OSError):
-                continue
-            if "anylaunch" in argv and env.get("ANYLAUNCH_HOME") == str(home):
-                found.add(proc.pid)
-        return found
-
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare (util-linux) for a PID namespace")
     path = write("command: python train.py\nnodes: 2\nslurm: {partition: gpu}\n")
-    before = ours()
-    for backend in ("local", "slurm"):
-        assert cli("run", str(path), "--backend", backend, "--dry-run").rc == 0
-    assert ours() - before == set()
+    init = (
+        "import os, subprocess, sys, time\n"
+        "for backend in ('local', 'slurm'):\n"
+        f"    argv = [sys.executable, '-m', 'anylaunch', 'run', {str(path)!r}, '--backend', backend,"
+        " '--dry-run']\n"
+        "    assert subprocess.run(argv, stdout=subprocess.DEVNULL).returncode == 0\n"
+        "time.sleep(1)\n"
+        "left = [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]\n"
+        "print([open(f'/proc/{p}/cmdline', 'rb').read().replace(b'\\0', b' ') for p in left])\n"
+    )
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", init],
+        capture_output=True, text=True, env={**os.environ, "ANYLAUNCH_HOME": str(home)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
