@@ -113,10 +113,10 @@ def test_a_store_of_the_release_before_versions_reads_back_whole_after_the_upgra
     assert (logs.returncode, logs.stdout) == (0, ""), logs.stderr
 
     monkeypatch.setenv("ANYLAUNCH_HOME", str(home))
-    from anylaunch import api
+    from anylaunch.observe import watch
 
     log_paths = {
-        i: [s.path for s in api.log_sources(api.get(i).record)] for i in expected["log_paths"]
+        i: [s.path for s in watch.log_sources(watch.get(i).record)] for i in expected["log_paths"]
     }
     assert log_paths == expected["log_paths"]
     assert all(p.startswith(expected["home"]) for ps in log_paths.values() for p in ps)

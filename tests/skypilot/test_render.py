@@ -118,7 +118,8 @@ def test_secrets_reach_neither_plan_nor_store(cli, write, sky_home, home):
     assert result.rc == 0, result.err
     task = result.json()["plan"]["payload"]["task"]
     assert task["secrets"] == {"HF_TOKEN": None, "WANDB_API_KEY": None}
-    assert task["envs"] == {"MODE": "fast"}
+    # The dry-run shows the task that is sent, its attempt number included.
+    assert task["envs"] == {"MODE": "fast", "ANYLAUNCH_ATTEMPT": "1"}
     assert "do_not_leak" not in result.out
     spec = loader.load(path, environ=secrets)
     assert "do_not_leak" not in json.dumps(spec.redacted())

@@ -116,14 +116,23 @@ def _check_runnable(spec: JobSpec, impl: Backend) -> None:
         )  # fmt: skip
     launchers = impl.capabilities.launchers
     if spec.launcher not in launchers:
+        others = [name for name in registry.names() if _starts(name, spec.launcher)]
+        elsewhere = f", or --backend {' / '.join(others)}" if others else ""
         raise _error(
             spec,
             ("launcher",),
             f"launcher '{spec.launcher}' is not one the {impl.name} backend starts"
             f" ({', '.join(sorted(launchers))})",
-            "use launcher: torchrun (or none for a command that spawns its own ranks),"
-            " or a backend that starts it",
+            "use launcher: torchrun (or none for a command that spawns its own ranks)" + elsewhere,
         )
+
+
+def _starts(backend: str, launcher: str) -> bool:
+    """Whether `backend` starts ranks with `launcher` (imports it: an error's path only)."""
+    try:
+        return launcher in get_backend(backend).capabilities.launchers
+    except Exception:  # a registered backend that does not load cannot be suggested
+        return False
 
 
 def _error(spec: JobSpec, key: KeyPath, what: str, fix: str) -> ConfigError:
