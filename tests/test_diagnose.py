@@ -175,15 +175,15 @@ def test_diagnose_a_failed_local_job_names_node_and_rank(cli, write):
     assert result["first_failure"]["node"] == 1 and result["first_failure"]["rank"] == 3
 
 
-def test_diagnose_log_file_and_usage(cli, tmp_path):
+def test_diagnose_log_file_and_usage(cli_inproc, tmp_path):
     log = tmp_path / "slurm-42.out"
     log.write_text(
         "slurmstepd: error: *** JOB 42 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***\n"
     )
-    out = cli("diagnose", "--log", str(log))
+    out = cli_inproc("diagnose", "--log", str(log))
     assert out.rc == 0 and out.out.startswith("TIME_LIMIT (ERR_PROGRAM, retryable)")
-    assert cli("diagnose").rc == 2
-    assert cli("diagnose", "--log", str(tmp_path / "none.log")).rc == 2
+    assert cli_inproc("diagnose").rc == 2
+    assert cli_inproc("diagnose", "--log", str(tmp_path / "none.log")).rc == 2
 
 
 def test_native_failure_words_of_skypilot_are_classified():

@@ -40,7 +40,7 @@ COMMAND = [str(Path(sys.executable).parent / "anylaunch")]
 
 
 @pytest.fixture
-def warm(tmp_path):
+def warm(tmp_path, spawns):
     """An environment with warm start on, in a private runtime folder (short: a socket's
     path has a length limit), and the files of JOBS; every server is stopped after."""
     runtime = Path(tempfile.mkdtemp(prefix="alw-", dir="/tmp"))

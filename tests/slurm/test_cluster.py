@@ -84,7 +84,9 @@ def _start_timeout_job_first(timeout_job):
     """Every test here requests the time-limit job, so it starts with the first of them."""
 
 
-def test_two_node_torchrun_job_runs_four_ranks_on_two_slurm_nodes(cli, write, tmp_path):
+def test_two_node_torchrun_job_runs_four_ranks_on_two_slurm_nodes(
+    cli_inproc, write, tmp_path, torch
+):
     path = job_file(
         write,
         f"""
@@ -100,18 +102,18 @@ def test_two_node_torchrun_job_runs_four_ranks_on_two_slurm_nodes(cli, write, tm
           time: "00:10:00"
         """,
     )
-    result = cli("run", str(path), "--json", timeout=240)
+    result = cli_inproc("run", str(path), "--json", timeout=240)
     assert result.rc == 0, result.out + result.err
     job = result.json()
     assert (job["state"], job["exit_code"], job["backend"]) == ("SUCCEEDED", 0, "slurm")
-    logs = cli("logs", job["id"]).out
+    logs = cli_inproc("logs", job["id"]).out
     nodes = dict(re.findall(r"\[node (\d)\] anylaunch: task \d, node \d of 2 on (n\d)", logs))
     assert nodes == {"0": "n1", "1": "n2"}, logs
     ranks = re.findall(r"\[node (\d)\] rank=(\d) local_rank=\d node_rank=(\d) world_size=4", logs)
     assert sorted((r, n) for n, r, _ in ranks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")]
     assert all(node == node_rank for node, _, node_rank in ranks)
     assert "step 3 loss" in logs
-    node1 = cli("logs", job["id"], "--node", "1").out
+    node1 = cli_inproc("logs", job["id"], "--node", "1").out
     assert "[node" not in node1
     assert {line.split()[0] for line in node1.splitlines() if line.startswith("rank=")} == {
         "rank=2",
@@ -119,7 +121,7 @@ def test_two_node_torchrun_job_runs_four_ranks_on_two_slurm_nodes(cli, write, tm
     }
 
 
-def test_srun_launcher_runs_one_slurm_task_per_rank(cli, write, tmp_path):
+def test_srun_launcher_runs_one_slurm_task_per_rank(cli_inproc, write, tmp_path, torch):
     path = job_file(
         write,
         f"""
@@ -135,9 +137,9 @@ def test_srun_launcher_runs_one_slurm_task_per_rank(cli, write, tmp_path):
           master_port: PORT
         """,
     )
-    result = cli("run", str(path), "--json", timeout=240)
+    result = cli_inproc("run", str(path), "--json", timeout=240)
     assert result.rc == 0, result.out + result.err
-    logs = cli("logs", result.json()["id"]).out
+    logs = cli_inproc("logs", result.json()["id"]).out
     tasks = set(
         re.findall(r"anylaunch: task (\d), node (\d) of 2 on (n\d) \(launcher: srun\)", logs)
     )
@@ -146,9 +148,9 @@ def test_srun_launcher_runs_one_slurm_task_per_rank(cli, write, tmp_path):
     assert sorted(ranks) == [("0", "0", "0"), ("1", "1", "0"), ("2", "0", "1"), ("3", "1", "1")]
 
 
-def test_job_exiting_3_ends_failed_with_exit_code_3(cli, write):
+def test_job_exiting_3_ends_failed_with_exit_code_3(cli_inproc, write):
     path = write("name: three\ncommand: bash -c 'echo bye; exit 3'\nlauncher: none\n")
-    result = cli("run", str(path), "--backend", "slurm", "--json", timeout=120)
+    result = cli_inproc("run", str(path), "--backend", "slurm", "--json", timeout=120)
     job = result.json()
     assert result.rc == 1 and (job["state"], job["exit_code"]) == ("FAILED", 3)
     # Accounting (sacct, used once slurmctld forgets the job) agrees with squeue.
@@ -156,12 +158,12 @@ def test_job_exiting_3_ends_failed_with_exit_code_3(cli, write):
     assert (row.state, row.exit_code) == ("FAILED", 3)
 
 
-def test_cancelled_job_ends_cancelled_and_stops_its_processes(cli, write, home):
+def test_cancelled_job_ends_cancelled_and_stops_its_processes(cli_inproc, write, home):
     path = write("name: sleepy\ncommand: sleep 300\nlauncher: none\nslurm: {}\n")
-    job = cli("run", str(path), "--detach", "--json").json()
+    job = cli_inproc("run", str(path), "--detach", "--json").json()
     handle = api.get(job["id"], store=Store(home))
     _wait_for(lambda: handle.status() is State.RUNNING and job_processes(job["id"]), 60, "start")
-    result = cli("cancel", job["id"], "--json")
+    result = cli_inproc("cancel", job["id"], "--json")
     assert result.rc == 0, result.err
     assert result.json()["state"] == "CANCELLED"
     row = commands.squeue([job["native_id"]])[job["native_id"]]
@@ -169,7 +171,7 @@ def test_cancelled_job_ends_cancelled_and_stops_its_processes(cli, write, home):
     assert job_processes(job["id"]) == []
 
 
-def test_secrets_reach_the_job_but_no_file_under_its_directory(cli, write, home):
+def test_secrets_reach_the_job_but_no_file_under_its_directory(cli_inproc, write, home):
     token, key = "hf_planted_8f3a1c", "wandb_planted_77d2e9"
     path = write(
         f"""
@@ -184,10 +186,10 @@ def test_secrets_reach_the_job_but_no_file_under_its_directory(cli, write, home)
             WANDB_API_KEY: ${{WANDB_API_KEY}}
         """
     )
-    result = cli("run", str(path), "--json", env={"HF_TOKEN": token, "WANDB_API_KEY": key})
+    result = cli_inproc("run", str(path), "--json", env={"HF_TOKEN": token, "WANDB_API_KEY": key})
     assert result.rc == 0, result.out + result.err
     job = result.json()
-    logs = cli("logs", job["id"]).out
+    logs = cli_inproc("logs", job["id"]).out
     assert f"hf_token_sha256={hashlib.sha256(token.encode()).hexdigest()}" in logs
     assert f"wandb_key_sha256={hashlib.sha256(key.encode()).hexdigest()}" in logs
     files = [p for p in home.rglob("*") if p.is_file()]
@@ -197,7 +199,7 @@ def test_secrets_reach_the_job_but_no_file_under_its_directory(cli, write, home)
         assert token.encode() not in data and key.encode() not in data, file
 
 
-def test_hostile_job_name_and_argument_run_literally(cli, write, tmp_path):
+def test_hostile_job_name_and_argument_run_literally(cli_inproc, write, tmp_path):
     canary = tmp_path / "canary"
     hostile = f"x'; touch {canary} #"
     path = write(
@@ -208,9 +210,9 @@ def test_hostile_job_name_and_argument_run_literally(cli, write, tmp_path):
           job_name: "{hostile}"
         """
     )
-    result = cli("run", str(path), "--json")
+    result = cli_inproc("run", str(path), "--json")
     assert result.rc == 0, result.out + result.err
-    logs = cli("logs", result.json()["id"]).out
+    logs = cli_inproc("logs", result.json()["id"]).out
     assert f"arg<{hostile}>" in logs and "arg<$HOME>" in logs and "arg<a b>" in logs
     assert f"job_name={hostile}" in logs
     assert not canary.exists()
@@ -241,27 +243,27 @@ def test_splits_go_out_as_one_array_and_map_back_per_split(write, home):
         assert f"split={job.record.split_id}" in job.logs()
 
 
-def test_missing_mount_source_on_a_node_fails_naming_the_node(cli, write):
+def test_missing_mount_source_on_a_node_fails_naming_the_node(cli_inproc, write):
     path = write(
         "command: 'true'\nlauncher: none\nslurm:\n  nodes: 2\n  extra_mounts: [/no/such/dir:/data]\n"
     )
-    result = cli("run", str(path), "--json", timeout=120)
+    result = cli_inproc("run", str(path), "--json", timeout=120)
     job = result.json()
     assert (job["state"], job["exit_code"]) == ("FAILED", 97)
-    logs = cli("logs", job["id"]).out
+    logs = cli_inproc("logs", job["id"]).out
     assert "mount source /no/such/dir is missing on node n1" in logs
 
 
-def test_master_port_in_use_fails_fast_with_the_fix(cli, write):
+def test_master_port_in_use_fails_fast_with_the_fix(cli_inproc, write):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         path = write(f"command: 'true'\nslurm:\n  master_port: {port}\n")
-        result = cli("run", str(path), "--json", timeout=120)
+        result = cli_inproc("run", str(path), "--json", timeout=120)
     job = result.json()
     assert (job["state"], job["exit_code"]) == ("FAILED", 98)
-    assert f"MASTER_PORT {port} is already in use on n1" in cli("logs", job["id"]).out
+    assert f"MASTER_PORT {port} is already in use on n1" in cli_inproc("logs", job["id"]).out
 
 
 def test_preflight_checks_mounts_and_port_on_the_nodes(write):
@@ -326,9 +328,9 @@ def test_requeued_job_is_not_finished(write, home):
         assert job.cancel() is State.CANCELLED
 
 
-def test_logs_follow_prints_lines_as_the_job_writes_them(cli, write):
+def test_logs_follow_prints_lines_as_the_job_writes_them(cli_inproc, write):
     path = write("command: bash -c 'echo first; sleep 3; echo second'\nlauncher: none\nslurm: {}\n")
-    job = cli("run", str(path), "--detach", "--json").json()
+    job = cli_inproc("run", str(path), "--detach", "--json").json()
     proc = subprocess.Popen(
         [PY, "-m", "anylaunch", "logs", job["id"], "-f"],
         stdout=subprocess.PIPE,

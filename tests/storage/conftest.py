@@ -39,8 +39,8 @@ def s3client(s3env):
 
 
 @pytest.fixture
-def runtime_file(tmp_path_factory) -> Path:
-    """The runtime exactly as a job receives it."""
+def runtime_file(tmp_path_factory, spawns) -> Path:
+    """The runtime exactly as a job receives it (a test that has it runs it)."""
     from anylaunch import runtime
 
     path = tmp_path_factory.mktemp("runtime") / runtime.FILE_NAME

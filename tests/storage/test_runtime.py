@@ -265,8 +265,8 @@ checkpoint: {dir: /shared/ckpt}
 
 
 @pytest.mark.parametrize("backend", ["local", "slurm"])
-def test_no_in_job_step_needs_anylaunch_in_the_job(cli, write, backend):
-    result = cli(
+def test_no_in_job_step_needs_anylaunch_in_the_job(cli_inproc, write, backend):
+    result = cli_inproc(
         "run", str(write(STAGED_JOB)), "--backend", backend, "--dry-run", "--json", "--no-preflight"
     )
     assert result.rc == 0, result.err
