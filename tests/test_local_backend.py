@@ -225,7 +225,7 @@ def test_logs_follow_prints_until_the_job_ends(cli, write):
     assert cli("status", job["id"], "--json").json()["state"] == "SUCCEEDED"
 
 
-def test_logs_of_a_node_the_job_does_not_have_is_a_usage_error(cli, write):
+def test_logs_of_a_node_the_job_does_not_have_is_a_usage_error(cli, write, torch):
     path = write("command: [python, -c, \"print('hello')\"]\nnodes: 2\ngpus_per_node: 1\n")
     job = cli("run", str(path), "--json").json()
     for extra in ([], ["--follow"]):

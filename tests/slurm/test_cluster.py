@@ -1,8 +1,8 @@
 """The Slurm backend against the real devstack cluster: slurmctld, slurmd n1 and n2, slurmdbd.
 
 The time-limit job takes over two minutes of wall time (Slurm counts limits in minutes), so
-it is submitted when this module starts and checked by the module's last test, while the
-others run.
+it is submitted when this module starts and checked by the session's last test (moved there
+by tests/slurm/conftest.py), while the rest of the suite runs.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -58,9 +60,24 @@ def load(path: Path, env: dict[str, str] | None = None):
     return config.load(path, environ={**os.environ, **(env or {})})
 
 
-@pytest.fixture(scope="module")
-def timeout_job(slurm_conf, tmp_path_factory):
-    """A job that outlives its 2-minute limit, started as early as possible.
+@contextmanager
+def _on_the_cluster(devstack: dict[str, str]) -> Iterator[None]:
+    """SLURM_CONF for in-process calls outside this module's own fixture (a session's)."""
+    before = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = devstack["SLURM_CONF"]
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = before
+
+
+@pytest.fixture(scope="session")
+def timeout_job(devstack, tmp_path_factory):
+    """A job that outlives its 2-minute limit, started as early as possible and kept for
+    the session (its test runs last).
 
     Slurm sends `--signal` at its 30 s check once `now + lead + 30 >= end`: with 1 minute
     and any lead that could be the first check after the start, before the program has
@@ -73,10 +90,12 @@ def timeout_job(slurm_conf, tmp_path_factory):
         'slurm:\n  time: "00:02:00"\n  signal_lead: 30\n'
     )
     store = Store(home / "store")
-    job = api.submit(load(path), "slurm", store=store)
+    with _on_the_cluster(devstack):
+        job = api.submit(load(path), "slurm", store=store)
     yield job
-    if not job.status().terminal:
-        job.cancel()
+    with _on_the_cluster(devstack):
+        if not job.status().terminal:
+            job.cancel()
 
 
 @pytest.fixture(autouse=True)
