@@ -81,10 +81,10 @@ def _cmdline(proc: psutil.Process) -> list[str]:
         return []
 
 
-def test_cancel_leaves_no_process_of_a_running_2x2_job(cli, write, torch):
+def test_cancel_leaves_no_process_of_a_running_2x2_job(cli, cli_inproc, write, torch):
     path = write(f"command: python {PROGRAMS / 'sleeper.py'}\nnodes: 2\ngpus_per_node: 2\n")
     job = cli("run", str(path), "--detach", "--json").json()
-    wait_until(lambda: cli("logs", job["id"]).out.count("ready rank=") == 4, 120, "4 ranks")
+    wait_until(lambda: cli_inproc("logs", job["id"]).out.count("ready rank=") == 4, 120, "4 ranks")
     procs = job_processes(job["id"])
     assert len(procs) >= 7  # supervisor, 2 agents, 4 workers
     result = cli("cancel", job["id"], "--json")
@@ -134,13 +134,15 @@ def test_launcher_none_runs_once_per_node_with_the_tao_environment(cli, write):
         ), logs
 
 
-def test_two_jobs_at_once_get_different_ports(cli, write, torch):
+def test_two_jobs_at_once_get_different_ports(cli, cli_inproc, write, torch):
     path = write(f"command: python {PROGRAMS / 'sleeper.py'}\nnodes: 2\n")
     jobs = [cli("run", str(path), "--detach", "--json").json() for _ in range(2)]
     try:
         for job in jobs:
             wait_until(
-                lambda j=job: cli("logs", j["id"]).out.count("ready rank=") == 2, 120, "both ranks"
+                lambda j=job: cli_inproc("logs", j["id"]).out.count("ready rank=") == 2,
+                120,
+                "both ranks",
             )
         ports = set()
         for job in jobs:
@@ -237,7 +239,9 @@ def test_logs_of_a_node_the_job_does_not_have_is_a_usage_error(cli, write, torch
     assert "[node 1] hello" in cli("logs", job["id"]).out
 
 
-def test_the_supervisor_adopts_the_nodes_the_submitting_process_started(cli, write, home):
+def test_the_supervisor_adopts_the_nodes_the_submitting_process_started(
+    cli, cli_inproc, write, home
+):
     """`run` forks; the child starts the nodes and then becomes the supervisor by exec.
     The recorded supervisor is the nodes' parent and runs as the supervisor module (how
     a submit cut short finds it), and the detached `run` ended with its output closed
@@ -247,7 +251,7 @@ def test_the_supervisor_adopts_the_nodes_the_submitting_process_started(cli, wri
     )
     job = cli("run", str(path), "--detach", "--json").json()
     try:
-        wait_until(lambda: cli("logs", job["id"]).out.count("ready") == 2, 120, "both nodes")
+        wait_until(lambda: cli_inproc("logs", job["id"]).out.count("ready") == 2, 120, "both nodes")
         supervisor = psutil.Process(int(job["native_id"]))
         assert supervisor.cmdline()[-3:] == [
             "-m",
