@@ -4,8 +4,9 @@
 usage errors exit 2, `--json` errors are objects), as `python -m anylaunch` would, minus
 the interpreter start and the imports, which are most of a short command's time. What a
 separate process would keep to itself is given to the call and taken back after it: the
-environment (ANYLAUNCH_HOME included), the working folder, argv, the standard streams,
-signal handlers, the backend registry and the caches a command leaves in its modules.
+environment (ANYLAUNCH_HOME included), the working folder, argv and `__main__` (click
+names the program from them), the standard streams, signal handlers, the backend
+registry and the caches a command leaves in its modules.
 
 A `run` that starts a local job forks the calling process (the local backend's fast
 start): from pytest's process that would leave a supervisor the test process is the
@@ -75,6 +76,7 @@ def _isolated(env: Mapping[str, str], cwd: Path | None) -> Iterator[None]:
         if isinstance(value := _loaded(module, attr), dict)
     }
     had_loader = sys.modules.get(_FAKE_PLUGIN_LOADER)
+    saved_main = sys.modules["__main__"]
     for module, attr in CACHES:
         cache = _loaded(module, attr)
         if isinstance(cache, dict):
@@ -86,6 +88,7 @@ def _isolated(env: Mapping[str, str], cwd: Path | None) -> Iterator[None]:
             os.chdir(cwd)
         yield
     finally:
+        sys.modules["__main__"] = saved_main
         sys.stdin, sys.stdout, sys.stderr = saved_streams
         sys.argv = saved_argv
         sys.path[:] = saved_path
@@ -103,6 +106,20 @@ def _isolated(env: Mapping[str, str], cwd: Path | None) -> Iterator[None]:
         # process (the Python API's tests) keeps pydantic as it had it.
         if had_loader is None:
             sys.modules.pop(_FAKE_PLUGIN_LOADER, None)
+
+
+def _as_python_m_anylaunch() -> str:
+    """Make `__main__` look as it does under `python -m anylaunch` (click names the
+    program in usage messages from it); argv[0] to go with it."""
+    import importlib.util
+    import types
+
+    spec = importlib.util.find_spec("anylaunch.__main__")
+    assert spec is not None and spec.origin is not None
+    main = types.ModuleType("__main__")
+    main.__spec__, main.__package__, main.__file__ = spec, "anylaunch", spec.origin
+    sys.modules["__main__"] = main
+    return spec.origin
 
 
 def _stream() -> io.TextIOWrapper:
@@ -130,7 +147,7 @@ def call(args: tuple[str, ...], env: Mapping[str, str], cwd: Path | None) -> tup
     _in_call.clear()
     _in_call.append([])
     with _isolated(env, cwd):
-        sys.argv = ["anylaunch", *args]
+        sys.argv = [_as_python_m_anylaunch(), *args]
         sys.stdin, sys.stdout, sys.stderr = io.StringIO(""), out, err
         try:
             main()
