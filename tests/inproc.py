@@ -48,7 +48,7 @@ SIGNALS = tuple(
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGCHLD", "SIGPIPE", "SIGUSR1")
     if hasattr(signal, name)
 )
-_FAKE_PLUGIN_LOADER = "pydantic.plugin._loader"
+_PLUGIN_LOADER = "pydantic.plugin._loader"
 
 
 def _loaded(module: str, attr: str) -> object | None:
@@ -75,7 +75,7 @@ def _isolated(env: Mapping[str, str], cwd: Path | None) -> Iterator[None]:
         for module, attr in RESTORED
         if isinstance(value := _loaded(module, attr), dict)
     }
-    had_loader = sys.modules.get(_FAKE_PLUGIN_LOADER)
+    had_loader = sys.modules.get(_PLUGIN_LOADER)
     saved_main = sys.modules["__main__"]
     for module, attr in CACHES:
         cache = _loaded(module, attr)
@@ -104,8 +104,9 @@ def _isolated(env: Mapping[str, str], cwd: Path | None) -> Iterator[None]:
             current.update(value)
         # The CLI turns pydantic's plugin search off for its own process; the test
         # process (the Python API's tests) keeps pydantic as it had it.
-        if had_loader is None:
-            sys.modules.pop(_FAKE_PLUGIN_LOADER, None)
+        loader = sys.modules.get(_PLUGIN_LOADER)
+        if had_loader is None and loader is not None and getattr(loader, "__file__", None) is None:
+            del sys.modules[_PLUGIN_LOADER]  # a stand-in made in memory, not pydantic's
 
 
 def _as_python_m_anylaunch() -> str:
