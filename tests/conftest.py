@@ -1,4 +1,6 @@
-"""Shared fixtures: an isolated ANYLAUNCH_HOME and a way to run the real CLI."""
+"""Shared fixtures: an isolated ANYLAUNCH_HOME and two ways to run the real CLI (in this
+process, or in a separate one as a user would); and the tiers: markers that follow from
+the fixtures a test uses, and `fast` for the tests that need none of them."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+import inproc
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,10 +74,18 @@ def check_json_output(args: tuple[str, ...], result: Result) -> None:
         ) from None
 
 
+@pytest.fixture(scope="session")
+def spawns() -> None:
+    """Says that the test starts processes (itself, or a fixture of any scope that asks
+    for this one): it is marked `spawns` and left out of the fast tier. A fast test that
+    starts a Python process or forks fails."""
+
+
 @pytest.fixture
-def cli(home):
+def cli(home, spawns):
     """Run `python -m anylaunch ARGS` as a user would, in a separate process; a `--json`
-    output is checked against its schema on the way."""
+    output is checked against its schema on the way. For commands that start local jobs,
+    and the smoke tests of the entry point; `cli_inproc` is the same contract, faster."""
 
     def run(
         *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
@@ -87,6 +99,28 @@ def cli(home):
             timeout=timeout,
         )
         result = Result(proc.returncode, proc.stdout, proc.stderr)
+        check_json_output(args, result)
+        return result
+
+    return run
+
+
+@pytest.fixture
+def cli_inproc(home):
+    """`cli`, called inside this process (anylaunch.cli's entry point): the same
+    environment, working folder, exit status, stdout and stderr, and schema check of
+    `--json` output, without an interpreter start per command. A command that would start
+    a local job fails the test: that one needs `cli`. `timeout` is accepted for the same
+    signature; pytest-timeout bounds an in-process call."""
+
+    def run(
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+    ) -> Result:
+        environ = {**os.environ, "ANYLAUNCH_HOME": str(home), **(env or {})}
+        result = Result(*inproc.call(tuple(str(a) for a in args), environ, cwd))
         check_json_output(args, result)
         return result
 
@@ -144,11 +178,57 @@ def lepton_server():
         yield server
 
 
+@pytest.fixture
+def torch():
+    """torch, for a test whose job runs it (torchrun, DDP on CPU): marked `torch`."""
+    return pytest.importorskip("torch")
+
+
+# A test that uses one of these fixtures, itself or through another fixture, gets the
+# marker: how the tiers are chosen (`-m "not devstack"`), never written by hand.
+FIXTURE_MARKERS = {
+    "devstack": "devstack",
+    "emulator": "emulator",
+    "lepton_server": "emulator",
+    "browser": "browser",
+    "chromium": "browser",
+    "torch": "torch",
+    "spawns": "spawns",
+}
+# `scripts/test fast`: `-m fast`, the tests with none of these markers.
+NOT_FAST = frozenset({"slow", *FIXTURE_MARKERS.values()})
+
+inproc.install_guard()
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_process(request):
+    """A test in the fast tier that starts a process (itself, or through the product)
+    fails: it needs a fixture that says so (`cli`, `spawns`, ...), or to stay in-process."""
+    inproc.take_spawned()
+    yield
+    started = inproc.take_spawned()
+    if started and request.node.get_closest_marker("fast"):
+        pytest.fail(
+            f"this test started {len(started)} process(es) ({', '.join(started[:3])}) but is"
+            " in the fast tier: use `cli` instead of `cli_inproc`, or request the `spawns`"
+            " fixture",
+            pytrace=False,
+        )
+
+
 _DIAGNOSIS_CORPUS = ROOT / "tests" / "diagnose"
 _corpus_ran: list[bool] = []
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
 def pytest_collection_modifyitems(items):
+    for item in items:
+        found = {FIXTURE_MARKERS[name] for name in item.fixturenames if name in FIXTURE_MARKERS}
+        for marker in sorted(found):
+            item.add_marker(marker)
+        if not any(item.get_closest_marker(name) for name in NOT_FAST):
+            item.add_marker("fast")
     if any(Path(str(item.fspath)).parent == _DIAGNOSIS_CORPUS for item in items):
         _corpus_ran.append(True)
 

@@ -8,7 +8,7 @@ import anylaunch
 from anylaunch.state import State
 
 
-def test_submit_wait_and_read_logs(home, write):
+def test_submit_wait_and_read_logs(home, write, spawns):
     path = write(
         f"""
         name: api-job
@@ -27,7 +27,7 @@ def test_submit_wait_and_read_logs(home, write):
     assert anylaunch.get(job.id[:5]).record.state is State.SUCCEEDED
 
 
-def test_cancel_from_python(home, write):
+def test_cancel_from_python(home, write, spawns):
     path = write(
         f"launcher: none\ncommand: [{sys.executable}, -c, 'import time; time.sleep(600)']\n"
     )

@@ -11,7 +11,7 @@ import pytest
 HEAVY = ("pydantic", "httpx", "boto3", "torch", "rich", "yaml", "anylaunch.backends.local.backend")
 
 
-def test_help_imports_no_heavy_module():
+def test_help_imports_no_heavy_module(spawns):
     probe = (
         "import sys; sys.argv = ['anylaunch', '--help']\n"
         "from anylaunch.cli import main\n"
@@ -27,7 +27,7 @@ def test_help_imports_no_heavy_module():
 @pytest.mark.parametrize(
     "args", [["ps"], ["status", "done0001"], ["status", "r-run0001"], ["status", "nosuchjob"]]
 )
-def test_commands_about_launched_jobs_import_no_job_file_models(args, home):
+def test_commands_about_launched_jobs_import_no_job_file_models(args, home, spawns):
     """`ps` and `status` (of a job or a run) read the store and ask backends; they never
     read a job file, so they never pay for pydantic or YAML."""
     from anylaunch.state import State
@@ -54,7 +54,7 @@ def test_commands_about_launched_jobs_import_no_job_file_models(args, home):
         assert "run r-run0001 SUCCEEDED (local, 1 splits)" in done.stdout
 
 
-def test_dry_run_builds_only_its_backend_section(tmp_path):
+def test_dry_run_builds_only_its_backend_section(tmp_path, spawns):
     job = tmp_path / "job.yaml"
     job.write_text("command: python train.py\nnodes: 2\nslurm: {partition: gpu}\n")
     probe = (
@@ -88,48 +88,50 @@ def test_dry_run_builds_only_its_backend_section(tmp_path):
         ("command: a\n  nodes: 2\n", {}, ":2: invalid YAML"),
     ],
 )
-def test_config_errors_exit_2_with_one_line_and_no_traceback(cli, write, text, env, expected):
+def test_config_errors_exit_2_with_one_line_and_no_traceback(
+    cli_inproc, write, text, env, expected
+):
     path = write(text)
-    result = cli("run", str(path), env=env)
+    result = cli_inproc("run", str(path), env=env)
     assert result.rc == 2
     assert result.out == ""
     assert result.err.count("\n") == 1 and "Traceback" not in result.err
     assert result.err.startswith(f"anylaunch: error: {path}{expected}")
-    assert cli("ps", "--json").json() == []  # nothing stored
+    assert cli_inproc("ps", "--json").json() == []  # nothing stored
 
 
-def test_missing_file_exits_2(cli, tmp_path):
-    result = cli("run", str(tmp_path / "absent.yaml"))
+def test_missing_file_exits_2(cli_inproc, tmp_path):
+    result = cli_inproc("run", str(tmp_path / "absent.yaml"))
     assert result.rc == 2 and "no such file" in result.err and "Traceback" not in result.err
 
 
-def test_errors_with_json_are_objects_on_stdout(cli, write):
-    result = cli("run", str(write("nodes: 0\n")), "--json")
+def test_errors_with_json_are_objects_on_stdout(cli_inproc, write):
+    result = cli_inproc("run", str(write("nodes: 0\n")), "--json")
     assert result.rc == 2
     error = result.json()["error"]
     assert error["code"] == "CONFIG" and "nodes" in error["message"]
 
 
-def test_unknown_job_is_a_usage_error(cli):
-    result = cli("status", "nosuchjob", "--json")
+def test_unknown_job_is_a_usage_error(cli_inproc):
+    result = cli_inproc("status", "nosuchjob", "--json")
     assert result.rc == 2 and result.json()["error"]["code"] == "JOB_NOT_FOUND"
 
 
-def test_usage_errors_exit_2(cli):
-    result = cli("run")
+def test_usage_errors_exit_2(cli_inproc):
+    result = cli_inproc("run")
     assert result.rc == 2 and "Missing argument" in result.err
-    assert cli("ps", "--state", "DONE").rc == 2
+    assert cli_inproc("ps", "--state", "DONE").rc == 2
 
 
-def test_several_sections_need_backend(cli, write):
+def test_several_sections_need_backend(cli_inproc, write):
     path = write("command: a\nslurm: {}\nlepton: {}\n")
-    result = cli("run", str(path), "--dry-run")
+    result = cli_inproc("run", str(path), "--dry-run")
     assert result.rc == 2 and "--backend slurm" in result.err
 
 
-def test_dry_run_of_a_recipe_with_config_placeholder(cli, write):
+def test_dry_run_of_a_recipe_with_config_placeholder(cli_inproc, write):
     path = write("model: {name: tiny}\nlocal: {nproc_per_node: 2}\n")
-    result = cli(
+    result = cli_inproc(
         "run", str(path), "--dry-run", "--json", "--", "python", "-m", "trainer", "-c", "{config}"
     )
     assert result.rc == 0, result.err

@@ -31,7 +31,7 @@ def ranks_in(logs: str) -> set[tuple[str, str, str]]:
     return set(found)
 
 
-def test_the_raw_torchrun_line_runs_two_nodes_of_two_ranks(cli, write, tmp_path):
+def test_the_raw_torchrun_line_runs_two_nodes_of_two_ranks(cli, write, tmp_path, torch):
     shutil.copy(PROGRAMS / "gloo_world.py", tmp_path / "train.py")
     path = write(f"launcher: none\nnodes: 2\ncommand: {RAW_TORCHRUN}\n")
     dry = cli("run", str(path), "--dry-run", cwd=tmp_path, env=VENV_PATH)

@@ -168,22 +168,22 @@ def _diagnosis_of_a_failed_2x2_job(cli, write, command: str) -> dict:
     return cli("diagnose", job["id"], "--json").json()
 
 
-def test_diagnose_a_failed_local_job_names_node_and_rank(cli, write):
+def test_diagnose_a_failed_local_job_names_node_and_rank(cli, write, torch):
     program = "import os, sys; r = int(os.environ['RANK']); sys.exit(0) if r != 3 else (_ for _ in ()).throw(KeyError('input_ids'))"
     result = _diagnosis_of_a_failed_2x2_job(cli, write, f'{sys.executable}, -c, "{program}"')
     assert result["code"] == "USER_ERROR" and "KeyError: 'input_ids'" in result["cause"]
     assert result["first_failure"]["node"] == 1 and result["first_failure"]["rank"] == 3
 
 
-def test_diagnose_log_file_and_usage(cli, tmp_path):
+def test_diagnose_log_file_and_usage(cli_inproc, tmp_path):
     log = tmp_path / "slurm-42.out"
     log.write_text(
         "slurmstepd: error: *** JOB 42 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***\n"
     )
-    out = cli("diagnose", "--log", str(log))
+    out = cli_inproc("diagnose", "--log", str(log))
     assert out.rc == 0 and out.out.startswith("TIME_LIMIT (ERR_PROGRAM, retryable)")
-    assert cli("diagnose").rc == 2
-    assert cli("diagnose", "--log", str(tmp_path / "none.log")).rc == 2
+    assert cli_inproc("diagnose").rc == 2
+    assert cli_inproc("diagnose", "--log", str(tmp_path / "none.log")).rc == 2
 
 
 def test_native_failure_words_of_skypilot_are_classified():
@@ -199,7 +199,7 @@ def test_native_failure_words_of_skypilot_are_classified():
 
 
 def test_a_teardown_abort_on_node_1_rank_2_is_named_there_with_the_abort_not_the_warnings(
-    cli, write, tmp_path
+    cli, write, tmp_path, torch
 ):
     """The README demo's failure on a fresh machine: every rank warns that NumPy is
     missing, then rank 2 (node 1) aborts at teardown. The abort is the cause."""

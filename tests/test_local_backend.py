@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 
-def test_demo_runs_four_ranks_on_two_nodes(cli, tmp_path):
+def test_demo_runs_four_ranks_on_two_nodes(cli, tmp_path, torch):
     result = cli(
         "run",
         str(ROOT / "examples" / "ddp_demo.yaml"),
@@ -39,7 +39,7 @@ def test_demo_runs_four_ranks_on_two_nodes(cli, tmp_path):
     assert len(node1.splitlines()) <= 2 and "[node" not in node1
 
 
-def test_dry_run_shows_every_node_and_starts_nothing(cli, write, home):
+def test_dry_run_shows_every_node_and_starts_nothing(cli_inproc, write, home):
     path = write(
         f"""
         command: python {PROGRAMS / "sleeper.py"}
@@ -50,7 +50,9 @@ def test_dry_run_shows_every_node_and_starts_nothing(cli, write, home):
         """
     )
     before = {p.pid for p in psutil.process_iter()}
-    result = cli("run", str(path), "--dry-run", "--json", env={"HF_TOKEN": "hf_planted_secret"})
+    result = cli_inproc(
+        "run", str(path), "--dry-run", "--json", env={"HF_TOKEN": "hf_planted_secret"}
+    )
     assert result.rc == 0, result.err
     out = result.json()
     assert out["backend"] == "local"
@@ -67,7 +69,7 @@ def test_dry_run_shows_every_node_and_starts_nothing(cli, write, home):
             ' --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
         ) in n["argv"][2]
     assert "hf_planted_secret" not in result.out and out["plan"]["secret_env"] == ["HF_TOKEN"]
-    assert cli("ps", "--json").json() == []
+    assert cli_inproc("ps", "--json").json() == []
     new = [p for p in psutil.process_iter() if p.pid not in before]
     assert not [p for p in new if "torch.distributed.run" in " ".join(_cmdline(p))]
 
@@ -79,10 +81,10 @@ def _cmdline(proc: psutil.Process) -> list[str]:
         return []
 
 
-def test_cancel_leaves_no_process_of_a_running_2x2_job(cli, write):
+def test_cancel_leaves_no_process_of_a_running_2x2_job(cli, cli_inproc, write, torch):
     path = write(f"command: python {PROGRAMS / 'sleeper.py'}\nnodes: 2\ngpus_per_node: 2\n")
     job = cli("run", str(path), "--detach", "--json").json()
-    wait_until(lambda: cli("logs", job["id"]).out.count("ready rank=") == 4, 120, "4 ranks")
+    wait_until(lambda: cli_inproc("logs", job["id"]).out.count("ready rank=") == 4, 120, "4 ranks")
     procs = job_processes(job["id"])
     assert len(procs) >= 7  # supervisor, 2 agents, 4 workers
     result = cli("cancel", job["id"], "--json")
@@ -93,7 +95,7 @@ def test_cancel_leaves_no_process_of_a_running_2x2_job(cli, write):
     assert cli("status", job["id"], "--json").json()["state"] == "CANCELLED"
 
 
-def test_a_failing_rank_fails_the_job_and_stops_its_peers(cli, write):
+def test_a_failing_rank_fails_the_job_and_stops_its_peers(cli, write, torch):
     path = write(
         f"""
         command: python {PROGRAMS / "fail_rank.py"}
@@ -132,13 +134,15 @@ def test_launcher_none_runs_once_per_node_with_the_tao_environment(cli, write):
         ), logs
 
 
-def test_two_jobs_at_once_get_different_ports(cli, write):
+def test_two_jobs_at_once_get_different_ports(cli, cli_inproc, write, torch):
     path = write(f"command: python {PROGRAMS / 'sleeper.py'}\nnodes: 2\n")
     jobs = [cli("run", str(path), "--detach", "--json").json() for _ in range(2)]
     try:
         for job in jobs:
             wait_until(
-                lambda j=job: cli("logs", j["id"]).out.count("ready rank=") == 2, 120, "both ranks"
+                lambda j=job: cli_inproc("logs", j["id"]).out.count("ready rank=") == 2,
+                120,
+                "both ranks",
             )
         ports = set()
         for job in jobs:
@@ -192,7 +196,7 @@ def test_hooks_run_around_the_command_and_keep_its_status(cli, write, tmp_path):
     assert marker.exists() and "pre-hook" in cli("logs", result.json()["id"]).out
 
 
-def test_ctrl_c_of_an_attached_run_cancels_the_job(home, write):
+def test_ctrl_c_of_an_attached_run_cancels_the_job(home, write, spawns):
     import os
     import signal
     import subprocess
@@ -223,7 +227,7 @@ def test_logs_follow_prints_until_the_job_ends(cli, write):
     assert cli("status", job["id"], "--json").json()["state"] == "SUCCEEDED"
 
 
-def test_logs_of_a_node_the_job_does_not_have_is_a_usage_error(cli, write):
+def test_logs_of_a_node_the_job_does_not_have_is_a_usage_error(cli, write, torch):
     path = write("command: [python, -c, \"print('hello')\"]\nnodes: 2\ngpus_per_node: 1\n")
     job = cli("run", str(path), "--json").json()
     for extra in ([], ["--follow"]):
@@ -235,7 +239,9 @@ def test_logs_of_a_node_the_job_does_not_have_is_a_usage_error(cli, write):
     assert "[node 1] hello" in cli("logs", job["id"]).out
 
 
-def test_the_supervisor_adopts_the_nodes_the_submitting_process_started(cli, write, home):
+def test_the_supervisor_adopts_the_nodes_the_submitting_process_started(
+    cli, cli_inproc, write, home
+):
     """`run` forks; the child starts the nodes and then becomes the supervisor by exec.
     The recorded supervisor is the nodes' parent and runs as the supervisor module (how
     a submit cut short finds it), and the detached `run` ended with its output closed
@@ -245,7 +251,7 @@ def test_the_supervisor_adopts_the_nodes_the_submitting_process_started(cli, wri
     )
     job = cli("run", str(path), "--detach", "--json").json()
     try:
-        wait_until(lambda: cli("logs", job["id"]).out.count("ready") == 2, 120, "both nodes")
+        wait_until(lambda: cli_inproc("logs", job["id"]).out.count("ready") == 2, 120, "both nodes")
         supervisor = psutil.Process(int(job["native_id"]))
         assert supervisor.cmdline()[-3:] == [
             "-m",
@@ -260,7 +266,7 @@ def test_the_supervisor_adopts_the_nodes_the_submitting_process_started(cli, wri
     assert job_processes(job["id"]) == []
 
 
-def test_a_submitter_running_threads_starts_a_job_that_runs_to_its_end(home, tmp_path):
+def test_a_submitter_running_threads_starts_a_job_that_runs_to_its_end(home, tmp_path, spawns):
     """A process with other threads cannot fork safely (the dashboard, a user's program
     calling the API): its supervisor starts as a fresh interpreter, with the same result."""
     from anylaunch import api

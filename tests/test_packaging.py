@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Every test here starts processes of its own.
+pytestmark = pytest.mark.usefixtures("spawns")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Run by the bare interpreter (-I -S: no site-packages, no .pth hooks, no PYTHONPATH) on

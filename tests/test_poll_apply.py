@@ -81,7 +81,7 @@ def test_a_fault_half_way_through_a_refresh_leaves_nothing_of_it_written(home: P
 
 
 def test_a_process_killed_half_way_through_applying_a_poll_leaves_the_store_as_before(
-    home: Path,
+    home: Path, spawns
 ) -> None:
     """A refresh killed inside its transaction (SIGKILL, power loss) is rolled back by
     SQLite's journal: the next reader sees the store as it was before the poll."""

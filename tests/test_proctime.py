@@ -29,7 +29,7 @@ def test_start_times_agree_with_psutil_for_this_process_and_a_child_with_an_odd_
         child.wait()
 
 
-def test_a_process_that_ended_is_reported_as_psutil_reports_it():
+def test_a_process_that_ended_is_reported_as_psutil_reports_it(spawns):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     with pytest.raises(psutil.NoSuchProcess):

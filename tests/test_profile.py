@@ -46,17 +46,17 @@ def test_reports_of_each_node_are_listed_by_status_and_logs(cli, write, tmp_path
     assert f"anylaunch: nsys report: {status['reports'][1]}" in logs.err
 
 
-def test_profiling_a_long_run_is_refused_unless_forced(cli, write):
+def test_profiling_a_long_run_is_refused_unless_forced(cli_inproc, write):
     long_run = write(
         'launcher: none\ncommand: [true]\nprofile: {nsys: true}\nslurm: {time: "04:00:00"}\n'
     )
-    refused = cli("run", str(long_run), env={"SLURM_CONF": "/nonexistent"})
+    refused = cli_inproc("run", str(long_run), env={"SLURM_CONF": "/nonexistent"})
     assert (
         refused.rc == 2
         and "over profile.max_minutes (30)" in refused.err
         and "profile.force" in refused.err
     )
-    checks = cli(
+    checks = cli_inproc(
         "preflight",
         str(long_run),
         "--set",

@@ -53,6 +53,6 @@ def test_a_run_detaches_and_status_shows_its_splits(cli, write):
     assert nothing.rc == 0
 
 
-def test_retry_needs_the_failed_flag_and_a_known_run(cli):
-    assert cli("retry", "nosuchrun", "--failed").rc == 2
-    assert cli("retry", "nosuchrun").rc == 2
+def test_retry_needs_the_failed_flag_and_a_known_run(cli_inproc):
+    assert cli_inproc("retry", "nosuchrun", "--failed").rc == 2
+    assert cli_inproc("retry", "nosuchrun").rc == 2

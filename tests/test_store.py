@@ -119,7 +119,7 @@ def _hammer(worker: int) -> None:
         store.transition(job_id, State.SUCCEEDED, exit_code=0)
 
 
-def test_eight_processes_at_once_lose_nothing(home):
+def test_eight_processes_at_once_lose_nothing(home, spawns):
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_hammer, args=(w,)) for w in range(8)]
     for p in procs:

@@ -90,7 +90,7 @@ def _open_together(path: str, ready, failures) -> None:
         raise
 
 
-def test_processes_that_open_an_old_store_at_once_apply_each_migration_once(tmp_path):
+def test_processes_that_open_an_old_store_at_once_apply_each_migration_once(tmp_path, spawns):
     path = old_store(tmp_path)
     ctx = multiprocessing.get_context("spawn")
     ready, failures = ctx.Barrier(8), ctx.Queue()
@@ -135,7 +135,9 @@ upgrade(db, path, MIGRATIONS)
         ("old", MIGRATIONS[-1].statements()[-1], NEWEST - 1),  # the newest one's last step
     ],
 )
-def test_a_crash_mid_migration_leaves_the_version_before_whole(tmp_path, start, crash_at, left_at):
+def test_a_crash_mid_migration_leaves_the_version_before_whole(
+    tmp_path, start, crash_at, left_at, spawns
+):
     path = old_store(tmp_path) if start == "old" else tmp_path / "jobs.db"
     if left_at > 0:
         open_migrated(path, MIGRATIONS[:left_at]).close()
@@ -163,7 +165,7 @@ def test_a_store_newer_than_the_code_is_refused_by_its_version(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.db"]
 
 
-def test_a_second_store_in_one_process_leaves_the_first_ones_locks(tmp_path):
+def test_a_second_store_in_one_process_leaves_the_first_ones_locks(tmp_path, spawns):
     """Reading the version of a store this process holds open must not drop its locks:
     another process closing the store would then take itself for the last one and
     delete the WAL under this one."""

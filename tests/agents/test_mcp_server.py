@@ -100,7 +100,7 @@ def drive(
 
 
 @pytest.fixture
-def server_env(home, tmp_path) -> dict[str, str]:
+def server_env(home, tmp_path, spawns) -> dict[str, str]:
     """The environment an agent's host gives the server (the client passes no other)."""
     return {
         "ANYLAUNCH_HOME": str(home),
@@ -133,11 +133,9 @@ def token_program(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.torch
 def test_agent_runs_the_demo_locally_polls_it_reads_logs_and_gets_a_failure_diagnosis(
-    server_env, tmp_path
+    server_env, tmp_path, torch
 ):
-    pytest.importorskip("torch")
     failing = failing_program(tmp_path)
     shows_token = token_program(tmp_path)
 
@@ -220,9 +218,9 @@ def test_read_only_server_offers_only_reading_tools_and_refuses_run(server_env, 
     drive(server_env, scenario, read_only=True)
 
 
-@pytest.mark.torch
-def test_agent_runs_on_the_lepton_emulator_and_cancels(server_env, tmp_path, home, lepton_server):
-    pytest.importorskip("torch")
+def test_agent_runs_on_the_lepton_emulator_and_cancels(
+    server_env, tmp_path, home, torch, lepton_server
+):
     failing = failing_program(tmp_path)
     with lepton_server.open(state_dir=tmp_path / "emulator", seed=7) as emu:
         # Replicas see only their image and mounts: the programs go on the node group's

@@ -28,22 +28,22 @@ def test_committed_schemas_match_the_output_models():
         )
 
 
-def test_schema_command_prints_the_committed_schema(cli):
-    result = cli("schema", "status")
+def test_schema_command_prints_the_committed_schema(cli_inproc):
+    result = cli_inproc("schema", "status")
     assert result.rc == 0 and result.out == (SCHEMAS / "status.json").read_text()
-    tool = cli("schema", "mcp", "wait")
+    tool = cli_inproc("schema", "mcp", "wait")
     assert json.loads(tool.out)["title"] == "anylaunch MCP tool wait"
-    unknown = cli("schema", "stauts")
+    unknown = cli_inproc("schema", "stauts")
     assert unknown.rc == 2 and unknown.err.count("\n") == 1 and "status" in unknown.err
 
 
-def test_every_command_with_json_output_has_a_schema(cli):
-    help_text = cli("--help").out
+def test_every_command_with_json_output_has_a_schema(cli_inproc):
+    help_text = cli_inproc("--help").out
     commands = [
         line.split()[0] for line in help_text.split("Commands:")[1].splitlines() if line.strip()
     ]
     for command in commands:
-        if "  --json " in cli(command, "--help").out:
+        if "  --json " in cli_inproc(command, "--help").out:
             assert (SCHEMAS / f"{command}.json").exists(), command
     for sub in ("shapes", "volumes"):
         assert (SCHEMAS / f"lepton-{sub}.json").exists()
@@ -58,7 +58,7 @@ def test_tool_input_schemas_are_the_models_the_cli_validates_with():
         assert tool.output_schema()["type"] == "object"  # MCP wants an object at the root
 
 
-def test_mcp_help_does_not_import_the_sdk():
+def test_mcp_help_does_not_import_the_sdk(spawns):
     def imported(*args: str) -> set[str]:
         proc = subprocess.run(
             [sys.executable, "-X", "importtime", "-m", "anylaunch", *args],

@@ -17,8 +17,20 @@ def emulator(lepton_server, tmp_path, monkeypatch, home):
 
 
 @pytest.fixture
-def lcli(cli, emulator):
-    """The real CLI in a subprocess, pointed at the emulator."""
+def lcli(cli_inproc, emulator):
+    """The real CLI, in this process, pointed at the emulator (a Lepton job starts no
+    process here: the emulator's replicas are its own)."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 180):
+        return cli_inproc(*args, env={**emulator.env(), **(env or {})}, timeout=timeout)
+
+    return run
+
+
+@pytest.fixture
+def lcli_proc(cli, emulator):
+    """`lcli` in a subprocess, for commands that leave a process behind (a workflow's
+    controller)."""
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 180):
         return cli(*args, env={**emulator.env(), **(env or {})}, timeout=timeout)

@@ -20,7 +20,7 @@ RAW_TORCHRUN = (
 )
 
 
-def test_the_raw_torchrun_line_runs_two_replicas_of_two_ranks(lcli, write, emulator):
+def test_the_raw_torchrun_line_runs_two_replicas_of_two_ranks(lcli, write, emulator, torch):
     on_volume(emulator, PROGRAMS / "gloo_world.py")
     path = write(
         f"""

@@ -13,6 +13,8 @@ from lepton_helpers import ROOT
 from anylaunch.sdk import LeptonSDK
 
 SCRIPT = ROOT / "scripts" / "devstack.d" / "lepton"
+# The script starts the emulator as a server process of its own.
+pytestmark = pytest.mark.usefixtures("spawns")
 
 
 def settings(path) -> dict[str, str]:

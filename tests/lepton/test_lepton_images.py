@@ -84,7 +84,7 @@ def test_a_bare_replica_has_the_standard_library_and_only_its_declared_mount(emu
     assert (folder / "out.txt").read_text() == "from-the-replica\n"
 
 
-def test_the_pytorch_image_has_torch_and_numpy_and_not_anylaunch(emulator):
+def test_the_pytorch_image_has_torch_and_numpy_and_not_anylaunch(emulator, torch):
     probe = (
         "python3 -c \"import torch; print('torch', torch.__version__)\";"
         " python3 -c \"import numpy, torch; print('numpy', torch.from_numpy(numpy.arange(4)).sum().item())\";"

@@ -20,16 +20,14 @@ RAW_TORCHRUN = (
 )
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize(
     ("launcher", "command"),
     [("torchrun", f"python {DEMO}"), ("none", RAW_TORCHRUN)],
     ids=["launcher-torchrun", "raw-torchrun-command"],
 )
 def test_two_node_ddp_job_succeeds_and_each_node_has_its_ranks(
-    lcli, write, emulator, launcher, command
+    lcli, write, emulator, launcher, command, torch
 ):
-    pytest.importorskip("torch")
     on_volume(emulator, ROOT / "examples" / "ddp_demo.py")
     path = write(
         f"""

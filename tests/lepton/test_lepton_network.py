@@ -75,6 +75,7 @@ def output(emu: Emulator, job_id: str) -> str:
 
 def test_two_emulators_jobs_hold_torch_stores_on_master_port_29400_at_once_and_succeed(
     tmp_path,
+    torch,
 ):
     # Two emulators on one machine: what two checkouts running their suites look like.
     with (

@@ -20,7 +20,7 @@ FAST = {"ANYLAUNCH_WORKFLOW_POLL_S": "0.3"}
 
 
 def test_a_killed_controller_is_resumed_by_status_and_no_step_runs_twice(
-    lcli, write, emulator, tmp_path, home
+    lcli_proc, write, emulator, tmp_path, home
 ):
     gate = volume_dir(emulator, f"{MOUNT}/go")
     gate.parent.mkdir(parents=True, exist_ok=True)
@@ -43,13 +43,13 @@ def test_a_killed_controller_is_resumed_by_status_and_no_step_runs_twice(
         """,
         "wf.yaml",
     )
-    started = lcli("run", str(path), "--detach", "--json", env=FAST)
+    started = lcli_proc("run", str(path), "--detach", "--json", env=FAST)
     assert started.rc == 0, started.err
     wf_id = started.json()["id"]
     store = Store(home)
 
     def middle_running() -> bool:
-        step = lcli("status", wf_id, "--json", env=FAST).json()["steps"][1]
+        step = lcli_proc("status", wf_id, "--json", env=FAST).json()["steps"][1]
         return step["state"] == "RUNNING" and len(step["splits"]) == 2
 
     wait_until(middle_running, timeout=120, what="the middle step to run")
@@ -66,16 +66,16 @@ def test_a_killed_controller_is_resumed_by_status_and_no_step_runs_twice(
     gate.touch()  # the middle step ends while nothing advances the workflow
 
     def finished() -> str:
-        return lcli("status", wf_id, "--json", env=FAST).json()["state"]
+        return lcli_proc("status", wf_id, "--json", env=FAST).json()["state"]
 
     wait_until(lambda: finished() == "SUCCEEDED", timeout=180, what="the workflow to finish")
     # `status` may see the end before the controller's next pass does: then it leaves.
     wait_until(
-        lambda: lcli("status", wf_id, "--json").json()["controller"] is False,
+        lambda: lcli_proc("status", wf_id, "--json").json()["controller"] is False,
         timeout=60,
         what="the controller to leave once the workflow ended",
     )
-    final = lcli("status", wf_id, "--json").json()
+    final = lcli_proc("status", wf_id, "--json").json()
     new = store.get_workflow(wf_id).controller
     assert new is not None and new["pid"] != controller["pid"]  # a new controller did it
     attempts = [len(split["attempts"]) for s in final["steps"] for split in s["splits"]]

@@ -88,11 +88,11 @@ def test_mounts_without_an_image_are_a_warning(tmp_path) -> None:
     assert not [c for c in slurm_preflight.spec_checks(with_image) if c.name == "mounts"]
 
 
-def test_slurm_job_dir_holds_the_job_and_logs_read_it(cli, tmp_path, devstack, monkeypatch):
+def test_slurm_job_dir_holds_the_job_and_logs_read_it(cli_inproc, tmp_path, devstack, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", devstack["SLURM_CONF"])
     path = tmp_path / "recipe.yaml"
     path.write_text(AUTOMODEL + f"slurm:\n  job_dir: {tmp_path}/jobs\n")
-    done = cli(
+    done = cli_inproc(
         "run", str(path), "--json", "--set", "launcher=none", "--", "echo", "hello from job_dir",
         timeout=180,
     )  # fmt: skip
@@ -100,7 +100,7 @@ def test_slurm_job_dir_holds_the_job_and_logs_read_it(cli, tmp_path, devstack, m
     job = done.json()
     assert (job["backend"], job["state"]) == ("slurm", "SUCCEEDED")
     assert (tmp_path / "jobs" / job["id"] / "sbatch.sh").is_file()
-    logs = cli("logs", job["id"])
+    logs = cli_inproc("logs", job["id"])
     assert "hello from job_dir" in logs.out
 
 

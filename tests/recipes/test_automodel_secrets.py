@@ -71,9 +71,9 @@ def test_recipe_secrets_reach_a_local_job_and_no_file(cli, home, tmp_path) -> No
 
 
 def test_recipe_secrets_reach_a_slurm_job_and_no_file(
-    cli, home, tmp_path, devstack, monkeypatch
+    cli_inproc, home, tmp_path, devstack, monkeypatch
 ) -> None:
     monkeypatch.setenv("SLURM_CONF", devstack["SLURM_CONF"])
-    report = _run(cli, tmp_path, "slurm:\n  hf_token: ${HF_TOKEN}\n", "slurm")
+    report = _run(cli_inproc, tmp_path, "slurm:\n  hf_token: ${HF_TOKEN}\n", "slurm")
     _read_back_as_written(report)
     _no_value_under(home)

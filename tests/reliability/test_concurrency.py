@@ -60,7 +60,9 @@ def _worker(k: int, home: str, errors: multiprocessing.Queue) -> None:
         errors.put(f"worker {k}: {traceback.format_exc()}")
 
 
-def test_eight_processes_submitting_polling_and_cancelling_lose_no_update(home: Path) -> None:
+def test_eight_processes_submitting_polling_and_cancelling_lose_no_update(
+    home: Path, spawns
+) -> None:
     Store(home).close()
     ctx = multiprocessing.get_context("spawn")
     errors = ctx.Queue()
@@ -98,7 +100,7 @@ def test_eight_processes_submitting_polling_and_cancelling_lose_no_update(home: 
 
 
 def test_a_cancel_that_arrives_while_the_submit_is_in_flight_is_not_lost(
-    home: Path, tmp_path: Path, lepton_server: Server
+    home: Path, tmp_path: Path, lepton_server: Server, spawns
 ) -> None:
     """The create call is slow (2 s): `cancel` finds the job recorded but without a native
     id to stop. The submitting process must stop it once the create returns."""

@@ -104,7 +104,7 @@ def _run_killed(home: Path, job: Path, point: int, cwd: Path) -> tuple[int, int]
 
 
 def test_sigkilled_run_is_finished_by_the_same_command_or_retry_exactly_once(
-    home: Path, tmp_path: Path
+    home: Path, tmp_path: Path, spawns
 ) -> None:
     rng = random.Random(9)
     points = [-1, 0, *rng.sample(range(1, SPLITS), TRIALS - 2)]

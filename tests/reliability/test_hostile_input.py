@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, wait_until
 
+import inproc
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile import loader, overrides
 
@@ -77,14 +78,7 @@ def test_yaml_weapons_are_one_line_errors_from_the_cli(
 ) -> None:
     path = tmp_path / "job.yaml"
     path.write_text(text)
-    done = subprocess.run(
-        [PY, "-m", "anylaunch", "run", str(path), "--dry-run", "--json"],
-        env=cli_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    done = inproc.completed(("run", str(path), "--dry-run", "--json"), cli_env(home), tmp_path)
     FIGURES["hostile inputs"] += 1
     assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
     assert done.returncode in (0, 2), done.stderr[-2000:]
@@ -130,7 +124,9 @@ def _check_received(out: Path, workdir: Path, tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("PWNED")) and not Path("PWNED").exists()
 
 
-def test_shell_metacharacters_reach_a_local_job_literally(tmp_path: Path, home: Path) -> None:
+def test_shell_metacharacters_reach_a_local_job_literally(
+    tmp_path: Path, home: Path, spawns
+) -> None:
     path, out, workdir = _hostile_job(tmp_path, "local")
     _accepted_run(path, cli_env(home), workdir)
     _check_received(out, workdir, tmp_path)
@@ -173,10 +169,7 @@ def _refused_from_the_cli(text: str, tmp_path: Path, home: Path, *args: str) -> 
     stored. Returns the message."""
     path = tmp_path / "job.yaml"
     path.write_text(text)
-    done = subprocess.run(
-        [PY, "-m", "anylaunch", "run", str(path), *args],
-        env=cli_env(home), capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
+    done = inproc.completed(("run", str(path), *args), cli_env(home), tmp_path)
     FIGURES["hostile inputs"] += 1
     assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)

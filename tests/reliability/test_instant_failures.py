@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 from reliability_helpers import FIGURES
 
+# Every test here starts jobs and CLI processes of its own.
+pytestmark = pytest.mark.usefixtures("spawns")
+
 # (job file, the exit status the program really ends with)
 KINDS = {
     "false-1": ('command: ["false"]', 1, 1),

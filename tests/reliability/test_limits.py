@@ -3,9 +3,9 @@ quadratic time, `nodes: 1000000000` planned node by node, a 30 MB job file) end 
 with one line that names the real problem, exit 2; the local backend is bounded by
 what this machine can run unless forced.
 
-Each CLI call runs under a subprocess timeout far above what it needs: a hang fails
-the test, and no assertion depends on the machine's speed. The wall time of each is
-printed (pytest -s) for the record.
+Each CLI call runs in the test process under a timeout far above what it needs: a hang
+fails the test, and no assertion depends on the machine's speed. The wall time of each
+is printed (pytest -s) for the record.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks
+from reliability_helpers import FIGURES, cli_env, count_tracebacks
 
+import inproc
 from anylaunch.jobfile import limits
 
 GENEROUS_S = 60  # not a speed claim: only "it ends", on a loaded machine
+pytestmark = pytest.mark.timeout(GENEROUS_S)
 
 
 def _run(
@@ -31,10 +33,7 @@ def _run(
     path = tmp_path / "job.yaml"
     path.write_text(text)
     began = time.monotonic()
-    done = subprocess.run(
-        [PY, "-m", "anylaunch", "run", str(path), *args],
-        env=cli_env(home), capture_output=True, text=True, timeout=GENEROUS_S, cwd=tmp_path,
-    )  # fmt: skip
+    done = inproc.completed(("run", str(path), *args), cli_env(home), tmp_path)
     took = time.monotonic() - began
     FIGURES["hostile inputs"] += 1
     assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]

@@ -132,9 +132,9 @@ def test_a_path_outside_the_folder_is_refused(tmp_path: Path, path: str) -> None
 def test_a_planted_result_file_neither_hangs_nor_misleads_ps(kind: str, tmp_path: Path) -> None:
     """A local job whose supervisor is gone, and whose folder holds a FIFO (a read would
     block for good) or a link to a forged result, in place of the supervisor's result."""
-    import subprocess
+    from reliability_helpers import cli_env, count_tracebacks
 
-    from reliability_helpers import PY, cli_env, count_tracebacks
+    import inproc
 
     home = tmp_path / "home"
     store = Store(home)
@@ -154,9 +154,6 @@ def test_a_planted_result_file_neither_hangs_nor_misleads_ps(kind: str, tmp_path
     )  # fmt: skip
     store.close()
     FIGURES["links tried"] += 1
-    done = subprocess.run(
-        [PY, "-m", "anylaunch", "ps", "--json"], env=cli_env(home), capture_output=True,
-        text=True, timeout=60,
-    )  # fmt: skip
+    done = inproc.completed(("ps", "--json"), cli_env(home))
     assert count_tracebacks(done.stdout, done.stderr) == 0 and done.returncode == 0, done.stderr
     assert [j["state"] for j in json.loads(done.stdout)] == ["UNKNOWN"]

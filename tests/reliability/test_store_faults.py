@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from reliability_helpers import PY, cli_env, count_tracebacks, fault
 
+import inproc
+
 COMMANDS = [("run", "JOB"), ("run", "JOB", "--json"), ("ps",), ("ps", "--json")]
 
 
 def cli(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [PY, "-m", "anylaunch", *args], env=cli_env(home), capture_output=True, text=True,
-        timeout=120, cwd=cwd,
-    )  # fmt: skip
+    """The command in this process: those here are refused before any job starts."""
+    done = inproc.completed(args, cli_env(home), cwd)
     assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-3000:]
     return done
 
@@ -40,11 +40,14 @@ def assert_one_line_refusal(done: subprocess.CompletedProcess[str], names: str, 
 
 
 @pytest.fixture
-def stored(home: Path, tmp_path: Path) -> tuple[Path, str]:
+def stored(home: Path, tmp_path: Path, spawns) -> tuple[Path, str]:
     """A store holding one finished job; returns the job file and that job's id."""
     job = tmp_path / "job.yaml"
     job.write_text("launcher: none\ncommand: [echo, hello]\n")
-    done = cli(home, "run", str(job), "--json", cwd=tmp_path)
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "run", str(job), "--json"], env=cli_env(home),
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return job, json.loads(done.stdout)["id"]
 

@@ -30,6 +30,9 @@ from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, fault, s
 from anylaunch.store.migrations import MIGRATIONS
 from helpers import read_store, schema_version
 
+# Every test here starts processes of its own.
+pytestmark = pytest.mark.usefixtures("spawns")
+
 FIXTURES = Path(__file__).resolve().parents[1] / "store_fixtures" / "v1"
 NEWEST = MIGRATIONS[-1].version
 V1_TABLES = ("jobs", "events", "ports", "runs", "workflows", "workflow_steps")

@@ -11,10 +11,14 @@ import subprocess
 from pathlib import Path
 
 import psutil
+import pytest
 from reliability_helpers import FIGURES, PY, cli_env, count_tracebacks, load_json, store_problems
 
 from anylaunch.store import Store
 from helpers import job_processes, wait_until
+
+# Every test here starts jobs and CLI processes of its own.
+pytestmark = pytest.mark.usefixtures("spawns")
 
 
 def _cli(home: Path, cwd: Path, *args: str):
@@ -72,7 +76,7 @@ def _start_escaping_job_and_kill_its_supervisor(home: Path, tmp_path: Path) -> d
 
 
 def test_a_killed_supervisors_torchrun_nodes_die_with_it_and_the_job_is_not_called_failed(
-    home: Path, tmp_path: Path
+    home: Path, tmp_path: Path, torch
 ) -> None:
     (tmp_path / "marks").mkdir()
     (tmp_path / "train.py").write_text(

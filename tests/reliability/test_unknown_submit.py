@@ -34,6 +34,9 @@ from anylaunch.store import Store
 from helpers import wait_until
 from lepton_emulator.server import Server, set_faults
 
+# Every test here starts jobs and CLI processes of its own.
+pytestmark = pytest.mark.usefixtures("spawns")
+
 
 def _cli(env: dict[str, str], cwd: Path, *args: str, timeout: float = 300):
     done = subprocess.run(

@@ -21,15 +21,19 @@ from conftest import AUTOMODEL_SPOT, OFFLINE, needs_sky
 pytestmark = needs_sky
 
 
-def dry_run(cli, path: Path, *args: str, env: dict[str, str] | None = None):
-    return cli("run", str(path), "--dry-run", "--json", *args, env={**OFFLINE, **(env or {})})
+def dry_run(cli_inproc, path: Path, *args: str, env: dict[str, str] | None = None):
+    return cli_inproc(
+        "run", str(path), "--dry-run", "--json", *args, env={**OFFLINE, **(env or {})}
+    )
 
 
 def test_automodel_spot_example_renders_an_offline_managed_task_with_recovery_and_checkpoint_mount(
-    cli, automodel_spot, tmp_path
+    cli_inproc, automodel_spot, tmp_path
 ):
     result = dry_run(
-        cli, automodel_spot, env={"HF_TOKEN": "hf_example_token_value", "HOME": str(tmp_path)}
+        cli_inproc,
+        automodel_spot,
+        env={"HF_TOKEN": "hf_example_token_value", "HOME": str(tmp_path)},
     )
     assert result.rc == 0, result.err
     out = result.json()
@@ -50,10 +54,10 @@ def test_automodel_spot_example_renders_an_offline_managed_task_with_recovery_an
     assert "hf_example_token_value" not in result.out
 
 
-def test_dry_run_text_is_the_task_yaml_sky_launch_reads(cli, automodel_spot, sky_home):
+def test_dry_run_text_is_the_task_yaml_sky_launch_reads(cli_inproc, automodel_spot, sky_home):
     import sky
 
-    result = cli(
+    result = cli_inproc(
         "run", str(automodel_spot), "--dry-run", env={"HF_TOKEN": "x", "HOME": str(sky_home)}
     )
     assert result.rc == 0, result.err
@@ -64,9 +68,9 @@ def test_dry_run_text_is_the_task_yaml_sky_launch_reads(cli, automodel_spot, sky
     assert task.num_nodes == 2 and next(iter(task.resources)).use_spot
 
 
-def test_misspelt_use_spot_is_an_exit_2_error_naming_the_line_and_use_spot(cli, write):
+def test_misspelt_use_spot_is_an_exit_2_error_naming_the_line_and_use_spot(cli_inproc, write):
     path = write(AUTOMODEL_SPOT.replace("use_spot: true", "use_sopt: false"))
-    result = cli("run", str(path), "--dry-run", env={"HF_TOKEN": "x"})
+    result = cli_inproc("run", str(path), "--dry-run", env={"HF_TOKEN": "x"})
     assert result.rc == 2
     assert result.err.count("\n") == 1, result.err
     assert f"{path}:7: skypilot.use_sopt: unknown key" in result.err
@@ -97,24 +101,26 @@ def test_accelerator_count_and_gpus_per_node_that_disagree_name_both_lines(write
     assert err.value.line == 4 and ":2)" in err.value.message
 
 
-def test_what_skypilot_rejects_is_a_config_error_naming_the_key(cli, write, sky_home):
+def test_what_skypilot_rejects_is_a_config_error_naming_the_key(cli_inproc, write, sky_home):
     path = write(
         "command: python train.py\nskypilot:\n  cloud: aws\n  file_mounts:\n"
         "    /data:\n      source: s3://bucket/data\n      mode: SOMETIMES\n"
     )
-    result = cli("run", str(path), "--dry-run", env={"HOME": str(sky_home)})
+    result = cli_inproc("run", str(path), "--dry-run", env={"HOME": str(sky_home)})
     assert result.rc == 2, result.err
     assert f"{path}:4: skypilot.file_mounts: SkyPilot rejects the task" in result.err
     assert "SOMETIMES" in result.err
 
 
-def test_secrets_reach_neither_plan_nor_store(cli, write, sky_home, home):
+def test_secrets_reach_neither_plan_nor_store(cli_inproc, write, sky_home, home):
     path = write(
         "command: python train.py\nenv:\n  WANDB_API_KEY: ${WANDB_API_KEY}\n"
         "skypilot:\n  cloud: kubernetes\n  env_vars:\n    HF_TOKEN: ${HF_TOKEN}\n    MODE: fast\n"
     )
     secrets = {"HF_TOKEN": "hf_do_not_leak", "WANDB_API_KEY": "wandb_do_not_leak"}
-    result = cli("run", str(path), "--dry-run", "--json", env={**secrets, "HOME": str(sky_home)})
+    result = cli_inproc(
+        "run", str(path), "--dry-run", "--json", env={**secrets, "HOME": str(sky_home)}
+    )
     assert result.rc == 0, result.err
     task = result.json()["plan"]["payload"]["task"]
     assert task["secrets"] == {"HF_TOKEN": None, "WANDB_API_KEY": None}
@@ -209,7 +215,7 @@ def test_spot_without_checkpoint_or_with_a_long_interval_warns_in_preflight(writ
 
 
 def test_without_the_extra_other_backends_work_and_skypilot_says_how_to_install(
-    tmp_path, write, home
+    tmp_path, write, home, spawns
 ):
     """A Python where `import sky` fails, as on an install without anylaunch[skypilot]."""
     import subprocess
@@ -241,7 +247,7 @@ def test_without_the_extra_other_backends_work_and_skypilot_says_how_to_install(
     assert result.stderr.count("\n") == 1, result.stderr
 
 
-def test_skypilot_is_imported_only_when_its_backend_runs():
+def test_skypilot_is_imported_only_when_its_backend_runs(spawns):
     import subprocess
 
     code = (

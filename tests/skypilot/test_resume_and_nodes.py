@@ -53,7 +53,7 @@ def newest(directory: Path) -> str:
     return out.stdout.strip()
 
 
-def test_newest_complete_checkpoint_skips_partial_saves(tmp_path):
+def test_newest_complete_checkpoint_skips_partial_saves(tmp_path, spawns):
     ckpt = tmp_path / "ckpt"
     assert newest(ckpt) == ""  # no directory yet: a first attempt
     ckpt.mkdir()
@@ -70,7 +70,7 @@ def test_newest_complete_checkpoint_skips_partial_saves(tmp_path):
     assert newest(ckpt) == f"{ckpt}/epoch_0_step_100"
 
 
-def test_latest_pointer_wins_as_symlink_text_or_directory(tmp_path):
+def test_latest_pointer_wins_as_symlink_text_or_directory(tmp_path, spawns):
     for kind in ("symlink", "text"):
         ckpt = tmp_path / kind
         (ckpt / "step_5").mkdir(parents=True)
@@ -169,9 +169,9 @@ def test_srun_launcher_is_refused_with_the_fix(write):
     assert err.value.line == 2 and "--backend slurm" in err.value.message
 
 
-@pytest.mark.torch
-def test_two_nodes_rendezvous_through_torchrun_with_the_rendered_script(write, tmp_path):
-    pytest.importorskip("torch")
+def test_two_nodes_rendezvous_through_torchrun_with_the_rendered_script(
+    write, tmp_path, torch, spawns
+):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -1,8 +1,8 @@
 """The Slurm backend against the real devstack cluster: slurmctld, slurmd n1 and n2, slurmdbd.
 
 The time-limit job takes over two minutes of wall time (Slurm counts limits in minutes), so
-it is submitted when this module starts and checked by the module's last test, while the
-others run.
+it is submitted when this module starts and checked by the session's last test (moved there
+by tests/slurm/conftest.py), while the rest of the suite runs.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -61,9 +63,24 @@ def load(path: Path, env: dict[str, str] | None = None):
     return loader.load(path, environ={**os.environ, **(env or {})})
 
 
-@pytest.fixture(scope="module")
-def timeout_job(slurm_conf, tmp_path_factory):
-    """A job that outlives its 2-minute limit, started as early as possible.
+@contextmanager
+def _on_the_cluster(devstack: dict[str, str]) -> Iterator[None]:
+    """SLURM_CONF for in-process calls outside this module's own fixture (a session's)."""
+    before = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = devstack["SLURM_CONF"]
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = before
+
+
+@pytest.fixture(scope="session")
+def timeout_job(devstack, tmp_path_factory):
+    """A job that outlives its 2-minute limit, started as early as possible and kept for
+    the session (its test runs last).
 
     Slurm sends `--signal` at its 30 s check once `now + lead + 30 >= end`: with 1 minute
     and any lead that could be the first check after the start, before the program has
@@ -76,10 +93,12 @@ def timeout_job(slurm_conf, tmp_path_factory):
         'slurm:\n  time: "00:02:00"\n  signal_lead: 30\n'
     )
     store = Store(home / "store")
-    job = api.submit(load(path), "slurm", store=store)
+    with _on_the_cluster(devstack):
+        job = api.submit(load(path), "slurm", store=store)
     yield job
-    if not job.status().terminal:
-        job.cancel()
+    with _on_the_cluster(devstack):
+        if not job.status().terminal:
+            job.cancel()
 
 
 @pytest.fixture(autouse=True)
@@ -87,7 +106,9 @@ def _start_timeout_job_first(timeout_job):
     """Every test here requests the time-limit job, so it starts with the first of them."""
 
 
-def test_two_node_torchrun_job_runs_four_ranks_on_two_slurm_nodes(cli, write, tmp_path):
+def test_two_node_torchrun_job_runs_four_ranks_on_two_slurm_nodes(
+    cli_inproc, write, tmp_path, torch
+):
     path = job_file(
         write,
         f"""
@@ -103,18 +124,18 @@ def test_two_node_torchrun_job_runs_four_ranks_on_two_slurm_nodes(cli, write, tm
           time: "00:10:00"
         """,
     )
-    result = cli("run", str(path), "--json", timeout=240)
+    result = cli_inproc("run", str(path), "--json", timeout=240)
     assert result.rc == 0, result.out + result.err
     job = result.json()
     assert (job["state"], job["exit_code"], job["backend"]) == ("SUCCEEDED", 0, "slurm")
-    logs = cli("logs", job["id"]).out
+    logs = cli_inproc("logs", job["id"]).out
     nodes = dict(re.findall(r"\[node (\d)\] anylaunch: task \d, node \d of 2 on (n\d)", logs))
     assert nodes == {"0": "n1", "1": "n2"}, logs
     ranks = re.findall(r"\[node (\d)\] rank=(\d) local_rank=\d node_rank=(\d) world_size=4", logs)
     assert sorted((r, n) for n, r, _ in ranks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")]
     assert all(node == node_rank for node, _, node_rank in ranks)
     assert "step 3 loss" in logs
-    node1 = cli("logs", job["id"], "--node", "1").out
+    node1 = cli_inproc("logs", job["id"], "--node", "1").out
     assert "[node" not in node1
     assert {line.split()[0] for line in node1.splitlines() if line.startswith("rank=")} == {
         "rank=2",
@@ -122,7 +143,7 @@ def test_two_node_torchrun_job_runs_four_ranks_on_two_slurm_nodes(cli, write, tm
     }
 
 
-def test_srun_launcher_runs_one_slurm_task_per_rank(cli, write, tmp_path):
+def test_srun_launcher_runs_one_slurm_task_per_rank(cli_inproc, write, tmp_path, torch):
     path = job_file(
         write,
         f"""
@@ -138,9 +159,9 @@ def test_srun_launcher_runs_one_slurm_task_per_rank(cli, write, tmp_path):
           master_port: PORT
         """,
     )
-    result = cli("run", str(path), "--json", timeout=240)
+    result = cli_inproc("run", str(path), "--json", timeout=240)
     assert result.rc == 0, result.out + result.err
-    logs = cli("logs", result.json()["id"]).out
+    logs = cli_inproc("logs", result.json()["id"]).out
     tasks = set(
         re.findall(r"anylaunch: task (\d), node (\d) of 2 on (n\d) \(launcher: srun\)", logs)
     )
@@ -149,9 +170,9 @@ def test_srun_launcher_runs_one_slurm_task_per_rank(cli, write, tmp_path):
     assert sorted(ranks) == [("0", "0", "0"), ("1", "1", "0"), ("2", "0", "1"), ("3", "1", "1")]
 
 
-def test_job_exiting_3_ends_failed_with_exit_code_3(cli, write):
+def test_job_exiting_3_ends_failed_with_exit_code_3(cli_inproc, write):
     path = write("name: three\ncommand: bash -c 'echo bye; exit 3'\nlauncher: none\n")
-    result = cli("run", str(path), "--backend", "slurm", "--json", timeout=120)
+    result = cli_inproc("run", str(path), "--backend", "slurm", "--json", timeout=120)
     job = result.json()
     assert result.rc == 1 and (job["state"], job["exit_code"]) == ("FAILED", 3)
     # Accounting (sacct, used once slurmctld forgets the job) agrees with squeue.
@@ -159,12 +180,12 @@ def test_job_exiting_3_ends_failed_with_exit_code_3(cli, write):
     assert (row.state, row.exit_code) == ("FAILED", 3)
 
 
-def test_cancelled_job_ends_cancelled_and_stops_its_processes(cli, write, home):
+def test_cancelled_job_ends_cancelled_and_stops_its_processes(cli_inproc, write, home):
     path = write("name: sleepy\ncommand: sleep 300\nlauncher: none\nslurm: {}\n")
-    job = cli("run", str(path), "--detach", "--json").json()
+    job = cli_inproc("run", str(path), "--detach", "--json").json()
     handle = api.get(job["id"], store=Store(home))
     _wait_for(lambda: handle.status() is State.RUNNING and job_processes(job["id"]), 60, "start")
-    result = cli("cancel", job["id"], "--json")
+    result = cli_inproc("cancel", job["id"], "--json")
     assert result.rc == 0, result.err
     assert result.json()["state"] == "CANCELLED"
     row = commands.squeue([job["native_id"]])[job["native_id"]]
@@ -184,7 +205,7 @@ def test_the_dry_run_is_the_script_that_is_sent(cli, write, home):
     assert cli("cancel", job_id, "--json").json()["state"] == "CANCELLED"
 
 
-def test_secrets_reach_the_job_but_no_file_under_its_directory(cli, write, home):
+def test_secrets_reach_the_job_but_no_file_under_its_directory(cli_inproc, write, home):
     token, key = "hf_planted_8f3a1c", "wandb_planted_77d2e9"
     path = write(
         f"""
@@ -199,10 +220,10 @@ def test_secrets_reach_the_job_but_no_file_under_its_directory(cli, write, home)
             WANDB_API_KEY: ${{WANDB_API_KEY}}
         """
     )
-    result = cli("run", str(path), "--json", env={"HF_TOKEN": token, "WANDB_API_KEY": key})
+    result = cli_inproc("run", str(path), "--json", env={"HF_TOKEN": token, "WANDB_API_KEY": key})
     assert result.rc == 0, result.out + result.err
     job = result.json()
-    logs = cli("logs", job["id"]).out
+    logs = cli_inproc("logs", job["id"]).out
     assert f"hf_token_sha256={hashlib.sha256(token.encode()).hexdigest()}" in logs
     assert f"wandb_key_sha256={hashlib.sha256(key.encode()).hexdigest()}" in logs
     files = [p for p in home.rglob("*") if p.is_file()]
@@ -212,7 +233,7 @@ def test_secrets_reach_the_job_but_no_file_under_its_directory(cli, write, home)
         assert token.encode() not in data and key.encode() not in data, file
 
 
-def test_hostile_job_name_and_argument_run_literally(cli, write, tmp_path):
+def test_hostile_job_name_and_argument_run_literally(cli_inproc, write, tmp_path):
     canary = tmp_path / "canary"
     hostile = f"x'; touch {canary} #"
     path = write(
@@ -223,9 +244,9 @@ def test_hostile_job_name_and_argument_run_literally(cli, write, tmp_path):
           job_name: "{hostile}"
         """
     )
-    result = cli("run", str(path), "--json")
+    result = cli_inproc("run", str(path), "--json")
     assert result.rc == 0, result.out + result.err
-    logs = cli("logs", result.json()["id"]).out
+    logs = cli_inproc("logs", result.json()["id"]).out
     assert f"arg<{hostile}>" in logs and "arg<$HOME>" in logs and "arg<a b>" in logs
     assert f"job_name={hostile}" in logs
     assert not canary.exists()
@@ -256,27 +277,27 @@ def test_splits_go_out_as_one_array_and_map_back_per_split(write, home):
         assert f"split={job.record.split_id}" in job.logs()
 
 
-def test_missing_mount_source_on_a_node_fails_naming_the_node(cli, write):
+def test_missing_mount_source_on_a_node_fails_naming_the_node(cli_inproc, write):
     path = write(
         "command: 'true'\nlauncher: none\nslurm:\n  nodes: 2\n  extra_mounts: [/no/such/dir:/data]\n"
     )
-    result = cli("run", str(path), "--json", timeout=120)
+    result = cli_inproc("run", str(path), "--json", timeout=120)
     job = result.json()
     assert (job["state"], job["exit_code"]) == ("FAILED", 97)
-    logs = cli("logs", job["id"]).out
+    logs = cli_inproc("logs", job["id"]).out
     assert "mount source /no/such/dir is missing on node n1" in logs
 
 
-def test_master_port_in_use_fails_fast_with_the_fix(cli, write):
+def test_master_port_in_use_fails_fast_with_the_fix(cli_inproc, write):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         path = write(f"command: 'true'\nslurm:\n  master_port: {port}\n")
-        result = cli("run", str(path), "--json", timeout=120)
+        result = cli_inproc("run", str(path), "--json", timeout=120)
     job = result.json()
     assert (job["state"], job["exit_code"]) == ("FAILED", 98)
-    assert f"MASTER_PORT {port} is already in use on n1" in cli("logs", job["id"]).out
+    assert f"MASTER_PORT {port} is already in use on n1" in cli_inproc("logs", job["id"]).out
 
 
 def test_preflight_checks_mounts_and_port_on_the_nodes(write):
@@ -341,9 +362,9 @@ def test_requeued_job_is_not_finished(write, home):
         assert job.cancel() is State.CANCELLED
 
 
-def test_logs_follow_prints_lines_as_the_job_writes_them(cli, write):
+def test_logs_follow_prints_lines_as_the_job_writes_them(cli_inproc, write):
     path = write("command: bash -c 'echo first; sleep 3; echo second'\nlauncher: none\nslurm: {}\n")
-    job = cli("run", str(path), "--detach", "--json").json()
+    job = cli_inproc("run", str(path), "--detach", "--json").json()
     proc = subprocess.Popen(
         [PY, "-m", "anylaunch", "logs", job["id"], "-f"],
         stdout=subprocess.PIPE,

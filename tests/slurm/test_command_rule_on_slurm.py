@@ -19,12 +19,12 @@ VENV_PATH = {"PATH": f"{Path(PY).parent}:{os.environ.get('PATH', '/usr/bin:/bin'
 
 
 @pytest.fixture
-def slurm(cli, devstack, tmp_path):
+def slurm(cli_inproc, devstack, tmp_path):
     """The CLI, run from the job's folder (the job's working directory on the nodes)."""
 
     def run(*args: str, timeout: float = 240):
         env = {"SLURM_CONF": devstack["SLURM_CONF"], **VENV_PATH}
-        return cli(*args, env=env, cwd=tmp_path, timeout=timeout)
+        return cli_inproc(*args, env=env, cwd=tmp_path, timeout=timeout)
 
     return run
 
@@ -35,7 +35,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_the_raw_torchrun_line_runs_two_nodes_of_two_ranks(slurm, write, tmp_path):
+def test_the_raw_torchrun_line_runs_two_nodes_of_two_ranks(slurm, write, tmp_path, torch):
     raw = (
         "torchrun --nnodes=$NNODES --nproc-per-node=2 --node-rank=$NODE_RANK"
         " --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT train.py"

@@ -54,10 +54,14 @@ def config_error(text: str, env: dict[str, str] | None = None) -> str:
     return caught.value.message
 
 
-def test_automodel_slurm_yaml_dry_run_shows_its_fields_without_touching_a_cluster(cli, write, home):
+def test_automodel_slurm_yaml_dry_run_shows_its_fields_without_touching_a_cluster(
+    cli_inproc, write, home
+):
     path = write(AUTOMODEL_SLURM)
     # No cluster behind this SLURM_CONF: any Slurm command would fail the dry run.
-    result = cli("run", str(path), "--dry-run", env={**EXAMPLE_SECRETS, "SLURM_CONF": "/nope"})
+    result = cli_inproc(
+        "run", str(path), "--dry-run", env={**EXAMPLE_SECRETS, "SLURM_CONF": "/nope"}
+    )
     assert result.rc == 0, result.err
     script = result.out
     for line in (
@@ -76,7 +80,7 @@ def test_automodel_slurm_yaml_dry_run_shows_its_fields_without_touching_a_cluste
     assert all(secret not in script for secret in EXAMPLE_SECRETS.values())
     assert "HF_TOKEN" in script and "WANDB_API_KEY" in script
     assert not (home / "jobs").exists()  # nothing written, nothing submitted
-    as_json = cli("run", str(path), "--dry-run", "--json", env=EXAMPLE_SECRETS)
+    as_json = cli_inproc("run", str(path), "--dry-run", "--json", env=EXAMPLE_SECRETS)
     payload = as_json.json()["plan"]["payload"]
     assert (payload["nodes"], payload["ntasks_per_node"], payload["world_size"]) == (2, 8, 16)
     assert all(secret not in as_json.out for secret in EXAMPLE_SECRETS.values())
@@ -386,7 +390,7 @@ def test_backend_preflight_without_deep_asks_no_cluster():
     assert [(c.name, c.status) for c in checks] == [("time_limit_signal", "warn")]
 
 
-def test_status_lists_the_nsys_reports_a_profiled_job_wrote(cli, write, home):
+def test_status_lists_the_nsys_reports_a_profiled_job_wrote(cli_inproc, write, home):
     from anylaunch.state import State as S
     from anylaunch.store import JobRecord
 
@@ -407,11 +411,13 @@ def test_status_lists_the_nsys_reports_a_profiled_job_wrote(cli, write, home):
             plan=plan.model_dump(mode="json"),
         )
     )
-    shown = cli("status", plan.job_id, "--json").json()
+    shown = cli_inproc("status", plan.job_id, "--json").json()
     assert shown["reports"] == [
         str(job_dir / "nsys" / f"{plan.job_id}-{n}.nsys-rep") for n in (0, 1)
     ]
-    assert f"report  {job_dir}/nsys/{plan.job_id}-1.nsys-rep" in cli("status", plan.job_id).out
+    assert (
+        f"report  {job_dir}/nsys/{plan.job_id}-1.nsys-rep" in cli_inproc("status", plan.job_id).out
+    )
 
 
 def test_a_container_works_in_the_jobs_folder_so_relative_checkpoints_stay_shared(tmp_path):

@@ -7,11 +7,11 @@ from helpers import assert_retry_resumes_from_step_2, job_crashing_mid_checkpoin
 
 
 def test_a_split_killed_mid_checkpoint_resumes_from_the_last_complete_one(
-    cli, write, tmp_path, devstack
+    cli_inproc, write, tmp_path, devstack
 ):
     env = {"SLURM_CONF": devstack["SLURM_CONF"]}
     ckpt = tmp_path / "ckpt"
     path = job_crashing_mid_checkpoint(write, ckpt, 'slurm: {nodes: 1, time: "00:05:00"}')
-    first = cli("run", str(path), "--json", env=env, timeout=180)
+    first = cli_inproc("run", str(path), "--json", env=env, timeout=180)
     assert first.rc == 1, first.err
-    assert_retry_resumes_from_step_2(cli, first.json()["id"], ckpt, env=env, timeout=180)
+    assert_retry_resumes_from_step_2(cli_inproc, first.json()["id"], ckpt, env=env, timeout=180)

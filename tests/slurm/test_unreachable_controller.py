@@ -35,31 +35,31 @@ def dead_conf(devstack, tmp_path) -> str:
 
 
 @pytest.fixture
-def sleeping_job(cli, devstack, write):
+def sleeping_job(cli_inproc, devstack, write):
     """A `sleep 300` job on the live controller, cancelled when the test ends: its id."""
     path = write("name: stale-demo\nlauncher: none\ncommand: sleep 300\n")
     live = {"SLURM_CONF": devstack["SLURM_CONF"]}
-    started = cli("run", str(path), "--backend", "slurm", "--detach", "--json", env=live)
+    started = cli_inproc("run", str(path), "--backend", "slurm", "--detach", "--json", env=live)
     assert started.rc == 0, started.out + started.err
     job_id = started.json()["id"]
     yield job_id
-    cli("cancel", job_id, env=live)
+    cli_inproc("cancel", job_id, env=live)
 
 
 def test_a_silent_controller_shows_last_known_states_marked_stale(
-    cli, devstack, dead_conf, sleeping_job
+    cli_inproc, devstack, dead_conf, sleeping_job
 ):
     live = {"SLURM_CONF": devstack["SLURM_CONF"]}
     dead = {"SLURM_CONF": dead_conf}
     job_id = sleeping_job
     for _ in range(120):
-        known = cli("status", job_id, "--json", env=live).json()["state"]
+        known = cli_inproc("status", job_id, "--json", env=live).json()["state"]
         if known == "RUNNING":
             break
         time.sleep(1)
     assert known in ("PENDING", "RUNNING"), known
 
-    listed = cli("ps", env=dead)
+    listed = cli_inproc("ps", env=dead)
     assert listed.rc == 0, listed.err
     row = next(line for line in listed.out.splitlines() if line.startswith(job_id))
     assert f"{known} (stale)" in row, listed.out
@@ -68,38 +68,38 @@ def test_a_silent_controller_shows_last_known_states_marked_stale(
     since = re.search(r"slurm controller unreachable since ([0-9: -]+ UTC)", lines[0])
     assert since, lines[0]
 
-    shown = cli("status", job_id, env=dead)
+    shown = cli_inproc("status", job_id, env=dead)
     assert shown.rc == 0, shown.err
     assert f"{known} (stale)" in shown.out, shown.out
     assert f"unreachable since {since.group(1)}" in shown.err, shown.err
 
-    as_json = cli("status", job_id, "--json", env=dead)
+    as_json = cli_inproc("status", job_id, "--json", env=dead)
     assert as_json.rc == 0 and as_json.json()["state"] == known, as_json.out
 
-    back = cli("ps", env=live)
+    back = cli_inproc("ps", env=live)
     assert "(stale)" not in back.out and "unreachable" not in back.err, back.out + back.err
 
 
 def test_json_output_marks_the_last_known_states_stale_while_the_controller_is_silent(
-    cli, devstack, dead_conf, sleeping_job
+    cli_inproc, devstack, dead_conf, sleeping_job
 ):
     live = {"SLURM_CONF": devstack["SLURM_CONF"]}
     dead = {"SLURM_CONF": dead_conf}
     job_id = sleeping_job
-    fresh = cli("status", job_id, "--json", env=live).json()
+    fresh = cli_inproc("status", job_id, "--json", env=live).json()
     assert fresh["stale"] is None, fresh
 
-    shown = cli("status", job_id, "--json", env=dead)
+    shown = cli_inproc("status", job_id, "--json", env=dead)
     assert shown.rc == 0, shown.err
     assert shown.json()["state"] in ("PENDING", "RUNNING")
     assert "slurm controller unreachable since" in shown.json()["stale"], shown.out
 
-    listed = cli("ps", "--json", env=dead)
+    listed = cli_inproc("ps", "--json", env=dead)
     assert listed.rc == 0, listed.err
     row = next(r for r in listed.json() if r["id"] == job_id)
     assert "slurm controller unreachable since" in row["stale"], row
 
-    back = next(r for r in cli("ps", "--json", env=live).json() if r["id"] == job_id)
+    back = next(r for r in cli_inproc("ps", "--json", env=live).json() if r["id"] == job_id)
     assert back["stale"] is None, back
 
 

@@ -106,7 +106,7 @@ def test_step_state_is_its_newest_attempts():
     assert chain.state_of([]) is None
 
 
-def test_dry_run_of_a_slurm_only_workflow_shows_each_steps_native_dependency(cli, write):
+def test_dry_run_of_a_slurm_only_workflow_shows_each_steps_native_dependency(cli_inproc, write):
     path = write(
         """
         launcher: none
@@ -124,7 +124,7 @@ def test_dry_run_of_a_slurm_only_workflow_shows_each_steps_native_dependency(cli
         """,
         "wf.yaml",
     )
-    shown = cli("run", str(path), "--dry-run")
+    shown = cli_inproc("run", str(path), "--dry-run")
     assert shown.rc == 0, shown.err
     assert "submitted at once, each waiting on the steps it needs" in shown.out
     a, b, c = shown.out.split("== step ")[1:]
@@ -134,7 +134,7 @@ def test_dry_run_of_a_slurm_only_workflow_shows_each_steps_native_dependency(cli
     assert "#SBATCH --kill-on-invalid-dep=yes" in c
 
 
-def test_a_step_whose_need_is_left_out_by_from_waits_on_nothing(cli, write):
+def test_a_step_whose_need_is_left_out_by_from_waits_on_nothing(cli_inproc, write):
     path = write(
         """
         launcher: none
@@ -151,7 +151,7 @@ def test_a_step_whose_need_is_left_out_by_from_waits_on_nothing(cli, write):
         """,
         "wf.yaml",
     )
-    shown = cli("run", str(path), "--from", "b", "--dry-run")
+    shown = cli_inproc("run", str(path), "--from", "b", "--dry-run")
     assert shown.rc == 0, shown.err
     _, b, c = shown.out.split("== step ")[1:]
     assert "--dependency" not in b  # a counts as done: its outputs are read where they are

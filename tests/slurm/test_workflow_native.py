@@ -26,7 +26,7 @@ def states(summary):
 
 
 def test_slurm_chain_is_one_submission_and_completes_after_run_is_killed(
-    cli, write, tmp_path, home
+    cli_inproc, write, tmp_path, home
 ):
     go, log = tmp_path / "go", tmp_path / "order.log"
     path = write(
@@ -69,14 +69,16 @@ def test_slurm_chain_is_one_submission_and_completes_after_run_is_killed(
         shown = commands.run(["scontrol", "show", "job", native[step]]).stdout
         assert f"Dependency=afterok:{native[need]}(unfulfilled)" in shown
 
-    pending = cli("status", workflow_id, "--json").json()
+    pending = cli_inproc("status", workflow_id, "--json").json()
     assert pending["controller"] is False and pending["mode"] == "slurm"
     commands.CALLS.clear()
     assert wfapi.get(workflow_id, store).state() == "RUNNING"
     assert (commands.CALLS["squeue"], commands.CALLS["sacct"]) == (1, 0)  # one poll, all steps
     go.touch()
     done = wait_until(
-        lambda: (s := cli("status", workflow_id, "--json").json())["state"] == "SUCCEEDED" and s,
+        lambda: (
+            (s := cli_inproc("status", workflow_id, "--json").json())["state"] == "SUCCEEDED" and s
+        ),
         timeout=180,
         what="the chain to finish",
         interval=1,
@@ -88,7 +90,9 @@ def test_slurm_chain_is_one_submission_and_completes_after_run_is_killed(
 
 
 @pytest.mark.slow  # the same, faster, at the chain's level: test_workflow_chain.py
-def test_retry_failed_on_slurm_reruns_one_array_task_and_the_step_after_it(cli, write, tmp_path):
+def test_retry_failed_on_slurm_reruns_one_array_task_and_the_step_after_it(
+    cli_inproc, write, tmp_path
+):
     log = tmp_path / "order.log"
     path = write(
         f"""
@@ -111,7 +115,7 @@ def test_retry_failed_on_slurm_reruns_one_array_task_and_the_step_after_it(cli, 
         """,
         "wf.yaml",
     )
-    first = cli("run", str(path), "--json", timeout=300)
+    first = cli_inproc("run", str(path), "--json", timeout=300)
     assert first.rc == 1, first.err
     wf = first.json()
     assert (wf["state"], wf["mode"]) == ("FAILED", "slurm")
@@ -121,19 +125,19 @@ def test_retry_failed_on_slurm_reruns_one_array_task_and_the_step_after_it(cli, 
     lines = log.read_text().split()
     assert lines[0] == "prep" and sorted(lines[1:]) == ["eval0", "eval1", "eval2", "eval3"]
 
-    again = cli("retry", wf["id"], "--failed", "--json", timeout=300)
+    again = cli_inproc("retry", wf["id"], "--failed", "--json", timeout=300)
     assert again.rc == 0, again.err
     done = again.json()
     assert done["state"] == "SUCCEEDED"
     attempts = {s["id"]: [len(split["attempts"]) for split in s["splits"]] for s in done["steps"]}
     assert attempts == {"prep": [1], "eval": [1, 1, 2, 1], "export": [2]}
     assert log.read_text().split()[5:] == ["eval2", "export"]  # only split 2, then export
-    anew = cli("run", str(path), "--detach", "--json")
+    anew = cli_inproc("run", str(path), "--detach", "--json")
     assert anew.rc == 0 and anew.json()["id"] != wf["id"]  # it ended: a new workflow
-    cli("cancel", anew.json()["id"])
+    cli_inproc("cancel", anew.json()["id"])
 
 
-def test_cancel_stops_a_slurm_chain_and_nothing_after_runs(cli, write, tmp_path):
+def test_cancel_stops_a_slurm_chain_and_nothing_after_runs(cli_inproc, write, tmp_path):
     log = tmp_path / "order.log"
     path = write(
         f"""
@@ -151,13 +155,15 @@ def test_cancel_stops_a_slurm_chain_and_nothing_after_runs(cli, write, tmp_path)
         """,
         "wf.yaml",
     )
-    started = cli("run", str(path), "--detach", "--json").json()
+    started = cli_inproc("run", str(path), "--detach", "--json").json()
     wait_until(
-        lambda: cli("status", started["id"], "--json").json()["steps"][0]["state"] == "RUNNING",
+        lambda: (
+            cli_inproc("status", started["id"], "--json").json()["steps"][0]["state"] == "RUNNING"
+        ),
         timeout=120,
         what="the first step to run",
     )
-    cancelled = cli("cancel", started["id"], "--json")
+    cancelled = cli_inproc("cancel", started["id"], "--json")
     assert cancelled.rc == 0, cancelled.err
     body = cancelled.json()
     assert body["state"] == "CANCELLED"
@@ -184,7 +190,7 @@ main()
 
 @pytest.mark.slow  # the same, faster, at the chain's level: test_workflow_chain.py
 def test_status_finishes_a_submission_killed_midway_with_no_step_sent_twice(
-    cli, write, tmp_path, home
+    cli_inproc, write, tmp_path, home
 ):
     log = tmp_path / "order.log"
     path = write(
@@ -220,13 +226,14 @@ def test_status_finishes_a_submission_killed_midway_with_no_step_sent_twice(
     assert Store(home).list(run_id=f"{record.id}.c") == []  # c was never started
 
     # From a shell without the steps' secret, status shows the graph and submits nothing.
-    blind = cli("status", record.id, "--json")
+    blind = cli_inproc("status", record.id, "--json")
     assert blind.rc == 0, blind.err
     assert Store(home).list(run_id=f"{record.id}.c") == []
 
     done = wait_until(
         lambda: (
-            (s := cli("status", record.id, "--json", env=token).json())["state"] == "SUCCEEDED"
+            (s := cli_inproc("status", record.id, "--json", env=token).json())["state"]
+            == "SUCCEEDED"
             and s
         ),
         timeout=180,
@@ -259,7 +266,9 @@ main()
 """
 
 
-def test_cancel_while_run_hands_steps_over_leaves_nothing_running(cli, write, tmp_path, home):
+def test_cancel_while_run_hands_steps_over_leaves_nothing_running(
+    cli_inproc, write, tmp_path, home
+):
     log = tmp_path / "order.log"
     path = write(
         f"""
@@ -284,7 +293,7 @@ def test_cancel_while_run_hands_steps_over_leaves_nothing_running(cli, write, tm
     )
     assert started.returncode == 0, started.stderr
     (record,) = Store(home).workflows()
-    body = cli("status", record.id, "--json").json()
+    body = cli_inproc("status", record.id, "--json").json()
     assert body["state"] == "CANCELLED"
     assert states(body) == {"first": "CANCELLED", "other": "CANCELLED"}
     assert body["steps"][1]["splits"] == []  # the second root was never handed over

@@ -39,7 +39,7 @@ def s3client(s3env):
 
 
 @pytest.fixture
-def runtime_file(tmp_path_factory) -> Path:
+def runtime_file(tmp_path_factory, spawns) -> Path:
     """The runtime's zipapp exactly as a job receives it."""
     from anylaunch.node import runtime
 

@@ -277,7 +277,7 @@ def test_an_image_without_python3_fails_with_one_line_naming_image_and_step(tmp_
     )
 
 
-def test_the_command_carries_the_runtime_byte_for_byte(tmp_path):
+def test_the_command_carries_the_runtime_byte_for_byte(tmp_path, spawns):
     target = tmp_path / "deep" / runtime.FILE_NAME
     script = runtime.write_shell(f'"{target}"', "img", "resume")
     path = f"{Path(bare_python()).parent}:/usr/bin:/bin"
@@ -363,8 +363,8 @@ checkpoint: {dir: /shared/ckpt}
 
 
 @pytest.mark.parametrize("backend", ["local", "slurm"])
-def test_no_in_job_step_needs_anylaunch_in_the_job(cli, write, backend):
-    result = cli(
+def test_no_in_job_step_needs_anylaunch_in_the_job(cli_inproc, write, backend):
+    result = cli_inproc(
         "run", str(write(STAGED_JOB)), "--backend", backend, "--dry-run", "--json", "--no-preflight"
     )
     assert result.rc == 0, result.err

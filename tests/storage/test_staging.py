@@ -142,8 +142,10 @@ def test_job_sees_s3_settings_and_tao_cloud_metadata_but_the_plan_does_not(
     assert "meta True True" in cli("logs", result.json()["id"]).out
 
 
-def test_bad_scheme_and_unreadable_path_are_exit_2_before_submit(cli, write, bucket, cli_env):
-    scheme = cli(
+def test_bad_scheme_and_unreadable_path_are_exit_2_before_submit(
+    cli_inproc, write, bucket, cli_env
+):
+    scheme = cli_inproc(
         "run", str(write("command: a\ninputs: {/d: lepton://b/p}\n", "a.yaml")), env=cli_env
     )
     assert (
@@ -153,10 +155,10 @@ def test_bad_scheme_and_unreadable_path_are_exit_2_before_submit(cli, write, buc
     missing = write(
         f"launcher: none\ncommand: [true]\ninputs: {{/d: s3://{bucket}/nope/}}\n", "b.yaml"
     )
-    result = cli("run", str(missing), env=cli_env)
+    result = cli_inproc("run", str(missing), env=cli_env)
     assert result.rc == 2 and "Traceback" not in result.err
     assert f"s3://{bucket}/nope/ is not readable (no such object or prefix)" in result.err
-    assert cli("ps", "--json").json() == []
+    assert cli_inproc("ps", "--json").json() == []
 
 
 def test_an_archive_is_unpacked_once_per_version(cli, write, tmp_path, s3client, bucket, cli_env):
@@ -273,8 +275,8 @@ def test_a_link_out_of_the_outputs_is_not_uploaded(tmp_path, s3client, bucket, b
     assert s3client.list_objects_v2(Bucket=bucket, Prefix="run/").get("KeyCount", 0) == 0
 
 
-def test_outputs_outside_the_working_directory_are_refused(cli, write):
+def test_outputs_outside_the_working_directory_are_refused(cli_inproc, write):
     for path in ("/etc/passwd", "../../x"):
         job = write(f"launcher: none\ncommand: [true]\noutputs: {{{path}: s3://b-k/x/}}\n")
-        result = cli("run", str(job), "--dry-run")
+        result = cli_inproc("run", str(job), "--dry-run")
         assert result.rc == 2 and "outputs" in result.err and "Traceback" not in result.err

@@ -12,7 +12,7 @@ READER = (
 
 
 def test_lepton_replicas_read_s3_inputs_and_worker_0_uploads(
-    cli, write, tmp_path, s3client, bucket, cli_env, lepton_server
+    cli_inproc, write, tmp_path, s3client, bucket, cli_env, lepton_server
 ):
     for name in ("a.bin", "b.bin"):
         s3client.put_object(Bucket=bucket, Key=f"train/{name}", Body=name.encode())
@@ -31,9 +31,9 @@ def test_lepton_replicas_read_s3_inputs_and_worker_0_uploads(
     outside = [cli_env["S3_ENDPOINT_URL"]]
     with lepton_server.open(state_dir=tmp_path / "emulator", seed=3, outside=outside) as emulator:
         env = {**cli_env, **emulator.env()}
-        result = cli("run", str(path), "--json", env=env, timeout=180)
+        result = cli_inproc("run", str(path), "--json", env=env, timeout=180)
         assert result.rc == 0, result.out + result.err
-        logs = cli("logs", result.json()["id"], env=env).out
+        logs = cli_inproc("logs", result.json()["id"], env=env).out
     assert "node 0 seen ['a.bin', 'b.bin']" in logs and "node 1 seen ['a.bin', 'b.bin']" in logs
     assert s3client.get_object(Bucket=bucket, Key="out/seen.txt")["Body"].read() == b"a.bin,b.bin"
     assert cli_env["SECRET_KEY"] not in logs

@@ -13,7 +13,7 @@ READER = (
 
 
 def test_a_slurm_job_reads_s3_inputs_and_writes_outputs(
-    cli, write, tmp_path, s3client, bucket, cli_env, devstack
+    cli_inproc, write, tmp_path, s3client, bucket, cli_env, devstack
 ):
     for name in ("a.bin", "b.bin"):
         s3client.put_object(Bucket=bucket, Key=f"train/{name}", Body=name.encode())
@@ -29,9 +29,9 @@ def test_a_slurm_job_reads_s3_inputs_and_writes_outputs(
         """
     )
     env = {**cli_env, "SLURM_CONF": devstack["SLURM_CONF"]}
-    result = cli("run", str(path), "--json", env=env, timeout=180)
+    result = cli_inproc("run", str(path), "--json", env=env, timeout=180)
     assert result.rc == 0, result.out + result.err
-    assert "seen ['a.bin', 'b.bin']" in cli("logs", result.json()["id"], env=env).out
+    assert "seen ['a.bin', 'b.bin']" in cli_inproc("logs", result.json()["id"], env=env).out
     body = s3client.get_object(Bucket=bucket, Key="out/seen.txt")["Body"].read()
     assert body == b"a.bin,b.bin"
     assert (tmp_path / "cache" / bucket / "train" / "a.bin").read_bytes() == b"a.bin"

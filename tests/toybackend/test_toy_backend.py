@@ -119,28 +119,28 @@ def test_a_registered_backends_section_is_checked_like_a_built_in_one(toy, write
     assert "Traceback" not in typo.err + big.err + twice.err
 
 
-def test_a_section_for_a_backend_that_has_none_is_refused_at_its_line(cli, write):
+def test_a_section_for_a_backend_that_has_none_is_refused_at_its_line(cli_inproc, write):
     path = write("command: [true]\nplaintoy:\n  nodes: 2\n")
     env = {
         "ANYLAUNCH_BACKENDS": "plaintoy=toybackend.backend:SectionlessToyBackend",
         "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
     }
-    refused = cli("run", str(path), "--dry-run", env=env)
+    refused = cli_inproc("run", str(path), "--dry-run", env=env)
     assert refused.rc == 2 and refused.err.count("\n") == 1, refused.err
     assert f"{path}:2: plaintoy: the plaintoy backend has no section of its own" in refused.err
     assert "remove 'plaintoy:'" in refused.err
 
 
-def test_a_section_of_an_unregistered_backend_is_the_programs_recipe(cli, write):
+def test_a_section_of_an_unregistered_backend_is_the_programs_recipe(cli_inproc, write):
     path = write("command: [true]\ntoy:\n  nodes: 2\n")
-    dry = cli("run", str(path), "--dry-run", "--json")
+    dry = cli_inproc("run", str(path), "--dry-run", "--json")
     assert dry.rc == 0, dry.err
     assert dry.json()["plan"]["backend"] == "local"
 
 
-def test_an_unregistered_backend_is_a_usage_error(cli, write):
+def test_an_unregistered_backend_is_a_usage_error(cli_inproc, write):
     path = write("command: [true]\n")
-    result = cli("run", str(path), "--backend", "toy")
+    result = cli_inproc("run", str(path), "--backend", "toy")
     assert result.rc == 2 and "unknown backend 'toy'" in result.err
 
 

@@ -113,14 +113,14 @@ def stop(server: Server) -> None:
 
 
 @pytest.fixture(scope="session")
-def ui_kit() -> SimpleNamespace:
+def ui_kit(spawns) -> SimpleNamespace:
     """The helpers tests need beyond fixtures (a server on a chosen address or store, the
     planted secret), handed over as a fixture: test modules never import conftest."""
     return SimpleNamespace(start=start_ui, stop=stop, secret=SECRET)
 
 
 @pytest.fixture
-def ui(home: Path) -> Iterator[Server]:
+def ui(home: Path, spawns) -> Iterator[Server]:
     """The dashboard on a free port of 127.0.0.1, over this test's store."""
     server = start_ui(home)
     yield server

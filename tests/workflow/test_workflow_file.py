@@ -111,13 +111,13 @@ def test_a_graph_that_cannot_run_is_one_line_naming_file_line_and_key(write, tex
     assert "\n" not in caught.value.message
 
 
-def test_cli_reports_a_cycle_with_exit_2_and_no_traceback(cli, write):
+def test_cli_reports_a_cycle_with_exit_2_and_no_traceback(cli_inproc, write):
     path = write(
         "steps:\n  a:\n    command: [x]\n    needs: [c]\n  b:\n    needs: [a]\n"
         "    command: [x]\n  c:\n    needs: [b]\n    command: [x]\n",
         "wf.yaml",
     )
-    result = cli("run", str(path), "--dry-run")
+    result = cli_inproc("run", str(path), "--dry-run")
     assert result.rc == 2
     assert result.err.strip().splitlines() == [
         f"anylaunch: error: {path}:6: steps.b.needs[0]: steps form a cycle: a → c → b → a"
@@ -125,7 +125,7 @@ def test_cli_reports_a_cycle_with_exit_2_and_no_traceback(cli, write):
     ]
 
 
-def test_dry_run_prints_every_step_plan_and_the_order(cli, write):
+def test_dry_run_prints_every_step_plan_and_the_order(cli_inproc, write):
     path = write(
         """
         name: tiny
@@ -144,15 +144,15 @@ def test_dry_run_prints_every_step_plan_and_the_order(cli, write):
         """,
         "wf.yaml",
     )
-    text = cli("run", str(path), "--dry-run")
+    text = cli_inproc("run", str(path), "--dry-run")
     assert text.rc == 0, text.err
     assert "  1. one\n  2. two [2 splits] | three\n" in text.out
     assert "input i <- one.outputs.o (s3://bucket1/o/) via shared filesystem local" in text.out
     assert "echo two" in text.out and "echo three" in text.out
-    data = cli("run", str(path), "--dry-run", "--json", "--from", "two").json()
+    data = cli_inproc("run", str(path), "--dry-run", "--json", "--from", "two").json()
     assert data["kind"] == "workflow" and data["order"] == ["two"]
     assert [s["runs"] for s in data["steps"]] == [False, True, False]
     assert data["steps"][1]["plan"]["backend"] == "local"
-    assert cli("ps", "--json").json() == []  # a dry run records nothing
-    unknown = cli("run", str(path), "--only", "nope", "--json")
+    assert cli_inproc("ps", "--json").json() == []  # a dry run records nothing
+    unknown = cli_inproc("run", str(path), "--only", "nope", "--json")
     assert unknown.rc == 2 and unknown.json()["error"]["code"] == "USAGE"

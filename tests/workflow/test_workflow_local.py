@@ -91,7 +91,9 @@ def test_cancel_stops_running_steps_and_starts_no_more(cli, write, tmp_path):
     assert body["steps"][1]["splits"] == []  # never submitted
 
 
-def test_python_start_status_and_retry_failed_drive_the_same_workflow(graph, home, monkeypatch):
+def test_python_start_status_and_retry_failed_drive_the_same_workflow(
+    graph, home, monkeypatch, spawns
+):
     from anylaunch import workflow
 
     monkeypatch.setenv("ANYLAUNCH_WORKFLOW_POLL_S", "0.3")
