@@ -29,7 +29,7 @@ from anylaunch.launch import splits
 from anylaunch.launch.resolve import resolve
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
-from helpers import job_processes
+from helpers import job_processes, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -175,8 +175,14 @@ def test_job_exiting_3_ends_failed_with_exit_code_3(cli_inproc, write):
     result = cli_inproc("run", str(path), "--backend", "slurm", "--json", timeout=120)
     job = result.json()
     assert result.rc == 1 and (job["state"], job["exit_code"]) == ("FAILED", 3)
-    # Accounting (sacct, used once slurmctld forgets the job) agrees with squeue.
-    row = commands.sacct([job["native_id"]])[job["native_id"]]
+    # Accounting (sacct, used once slurmctld forgets the job) agrees with squeue, once
+    # slurmctld has told slurmdbd: that message is sent after the job ends, not with it.
+    row = wait_until(
+        lambda: (r := commands.sacct([job["native_id"]])[job["native_id"]]).state != "PENDING"
+        and r,
+        60,
+        "the job's end in accounting",
+    )
     assert (row.state, row.exit_code) == ("FAILED", 3)
 
 
