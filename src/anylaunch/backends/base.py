@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from anylaunch.backends import registry
+from anylaunch.errors import BackendError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -96,6 +97,31 @@ class LogSource:
     node: int
     path: str | None = None
     text: str | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """How to run a command on one node of a running job: a program run here (`exec`,
+    `shell`). `via` says in one line how it gets there."""
+
+    argv: list[str]
+    via: str
+    env: Mapping[str, str] | None = None  # None: this process's own
+    cwd: str | None = None
+    # Values to mask in what it prints, where this side knows them (the node's secrets).
+    secrets: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Relay:
+    """How one forwarded connection reaches a port on a node (`forward`): a TCP address
+    this machine can open, or a program run per connection whose standard input and
+    output are the connection."""
+
+    via: str
+    address: tuple[str, int] | None = None
+    argv: list[str] | None = None
+    env: Mapping[str, str] | None = None  # the program's environment; None: this process's
 
 
 # What `reconcile` answers: job id -> (native id, metadata for the store).
@@ -193,12 +219,44 @@ class Backend(ABC):
         `diagnose`. Default: none beyond the job's detail."""
         return []
 
+    # -- a running job's nodes (exec, shell, forward, stack) ---------------------------
+
+    def enter(self, job: JobRecord, node: int, command: Sequence[str], *, tty: bool) -> Entry:
+        """What to run here to run `command` (empty: the node's shell) in node `node`'s
+        environment and folder; `tty` asks for a terminal on the node. Default: none."""
+        raise NotReachable(self.unreachable())
+
+    def stacks(
+        self, job: JobRecord, node: int | None, py_spy: str | None, secret_names: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """The Python stack of every rank (of `node`), by rank: `rank`, `local_rank`,
+        `node`, `pid`, `host`, and `stack` (py-spy's dump, secrets masked) or `error`.
+        `py_spy` is the submitting side's py-spy, used where the node sees it."""
+        raise NotReachable(self.unreachable())
+
+    def relay(self, job: JobRecord, node: int, port: int) -> Relay:
+        """How a connection from here reaches `port` on node `node`. Default: none."""
+        raise NotReachable(self.unreachable())
+
+    def unreachable(self) -> str:
+        """Why this backend cannot reach a running job's nodes, and what to do instead."""
+        return (
+            f"the {self.name} backend cannot reach a running job's nodes"
+            " (no exec, shell, forward or stack) — read its output with anylaunch logs"
+        )
+
     def shared_filesystem(self, spec: JobSpec) -> str | None:
         """Which filesystem this job's staging cache lives on, named so that two jobs
         whose names are equal see the same files there; None when it has none that
         outlives the job. A workflow step reads an earlier step's output in place when
         both name the same one (otherwise it downloads it from S3). Default: none."""
         return None
+
+
+class NotReachable(BackendError):
+    """The backend has no way onto a running job's nodes (or not for this job)."""
+
+    code = "NOT_REACHABLE"
 
 
 @runtime_checkable

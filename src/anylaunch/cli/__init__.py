@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from anylaunch.cli import jobs, lepton, run, schema, serve
+from anylaunch.cli import jobs, lepton, live, run, schema, serve
 from anylaunch.cli.output import emit_json
 from anylaunch.errors import EXIT_USAGE
 
@@ -32,7 +32,8 @@ def cli() -> None:
 
 for command in (
     run.run, run.retry, run.preflight, jobs.ps, jobs.status, jobs.logs, jobs.cancel,
-    jobs.diagnose, serve.ui, serve.mcp, lepton.lepton, schema.schema,
+    jobs.diagnose, live.exec_, live.shell, live.forward, live.stack, serve.ui, serve.mcp,
+    lepton.lepton, schema.schema,
 ):  # fmt: skip
     cli.add_command(command)
 

@@ -294,3 +294,56 @@ def lepton_volumes(args: inputs.NodeGroupArgs) -> list[dict[str, Any]]:
     from anylaunch.sdk.lepton_sdk import LeptonSDK
 
     return LeptonSDK().get_volumes(args.node_group)
+
+
+# -- a running job's nodes ------------------------------------------------------------
+
+
+def stack(args: inputs.StackArgs) -> dict[str, Any]:
+    """The Python stack of every rank (of one node), by rank, secrets masked."""
+    from anylaunch.observe import live
+
+    return live.stacks(args.job_id, args.node)
+
+
+def exec_command(args: inputs.ExecArgs) -> dict[str, Any]:
+    """A command run on one node in its environment, with no input; its output, masked."""
+    from anylaunch.observe import live
+
+    return live.exec_capture(args.job_id, args.node, args.command, args.timeout_s)
+
+
+def shell(args: inputs.ShellArgs) -> dict[str, Any]:
+    """A shell on one node under a pseudo-terminal, fed `input`: what it showed, masked."""
+    from anylaunch.observe import live
+
+    return live.shell_transcript(args.job_id, args.node, args.input, args.timeout_s)
+
+
+def forward(args: inputs.ForwardArgs) -> dict[str, Any]:
+    """Serve a node's port on 127.0.0.1 from this process for `seconds`; where it is."""
+    import time
+
+    from anylaunch.observe.relay import Forward
+
+    opened = Forward(args.job_id, args.node, args.port, args.local_port)
+    until = None
+    if not opened.here:
+        opened.start(stop_after=args.seconds)
+        until = time.time() + args.seconds
+    return forwarded(opened, until)
+
+
+def forwarded(opened: Any, until: float | None) -> dict[str, Any]:
+    """What `forward --json` prints once the port is served."""
+    return {
+        "id": opened.job_id,
+        "kind": "forward",
+        "node": opened.node,
+        "port": opened.port,
+        "local_port": opened.local_port,
+        "url": opened.url,
+        "via": opened.relay.via,
+        "relayed": not opened.here,
+        "until": until,
+    }

@@ -110,3 +110,43 @@ class NodeGroupArgs(_Args):
     node_group: str | None = Field(
         default=None, description="a Lepton node group id or name (default: all)"
     )
+
+
+# The longest an agent's command, shell or forward may last in one call.
+MAX_LIVE_S = 3600
+
+
+class StackArgs(JobRef):
+    node: int | None = Field(default=None, ge=0, description="only this node's ranks")
+
+
+class ExecArgs(JobRef):
+    node: int = Field(default=0, ge=0, description="the node to run on (0 is the first)")
+    command: list[str] = Field(
+        min_length=1, description="the program and its arguments, run exactly as given"
+    )
+    timeout_s: float = Field(
+        default=60, gt=0, le=MAX_WAIT_S, description="stop the command after this many seconds"
+    )
+
+
+class ShellArgs(JobRef):
+    node: int = Field(default=0, ge=0, description="the node (0 is the first)")
+    input: str = Field(
+        max_length=100_000,
+        description="what is typed into the shell; end-of-input follows, which ends it",
+    )
+    timeout_s: float = Field(
+        default=60, gt=0, le=MAX_WAIT_S, description="stop the shell after this many seconds"
+    )
+
+
+class ForwardArgs(JobRef):
+    node: int = Field(default=0, ge=0, description="the node (0 is the first)")
+    port: int = Field(ge=1, le=65535, description="the port on the node")
+    local_port: int | None = Field(
+        default=None, ge=0, le=65535, description="the port here (default: the same; 0: any)"
+    )
+    seconds: float = Field(
+        default=600, gt=0, le=MAX_LIVE_S, description="how long the forward stays open"
+    )

@@ -234,6 +234,71 @@ class Volume(_Out):
     node_group_id: str | None
 
 
+class RankStack(_Out):
+    """One rank of a running job and its Python stack."""
+
+    id: str = Field(description="the job id and the rank: JOB/0 (JOB/pid-N without a rank)")
+    kind: Literal["rank"]
+    rank: int | None = Field(description="the rank (RANK); null: a Python process without one")
+    local_rank: int | None
+    node: int | None
+    pid: int = Field(description="the rank's process id on its node")
+    host: str | None = Field(description="the machine the node runs on")
+    stack: str | None = Field(description="py-spy's dump of every thread, secrets masked")
+    error: str | None = Field(description="why there is no stack (py-spy missing or refused)")
+
+
+class Stack(_Out):
+    """`stack JOB`: the Python stack of every rank, by rank."""
+
+    id: str = Field(description="the job id")
+    kind: Literal["stack"]
+    node: int | None = Field(description="the node asked for; null: every node")
+    ranks: list[RankStack]
+
+
+class ExecResult(_Out):
+    """`exec JOB --json -- CMD`: a command run on one node, its output masked."""
+
+    id: str = Field(description="the job id")
+    kind: Literal["exec"]
+    node: int
+    command: list[str]
+    via: str = Field(description="how the command reached the node")
+    exit_code: int | None = Field(description="the command's exit status; null: it was stopped")
+    timed_out: bool
+    stdout: str = Field(description="its standard output (the first MiB), secrets masked")
+    stderr: str
+
+
+class ShellResult(_Out):
+    """The MCP `shell` tool: a shell on a node under a pseudo-terminal, fed the input."""
+
+    id: str = Field(description="the job id")
+    kind: Literal["shell"]
+    node: int
+    via: str
+    exit_code: int | None = Field(description="the shell's exit status; null: it was stopped")
+    timed_out: bool
+    output: str = Field(description="what the terminal showed (the first MiB), secrets masked")
+
+
+class ForwardResult(_Out):
+    """`forward JOB PORT --json`: where a node's port is served here."""
+
+    id: str = Field(description="the job id")
+    kind: Literal["forward"]
+    node: int
+    port: int = Field(description="the port on the node")
+    local_port: int = Field(description="the port on 127.0.0.1 here")
+    url: str
+    via: str
+    relayed: bool = Field(description="false: the node's port is this machine's own already")
+    until: float | None = Field(
+        description="seconds since the epoch when the forward stops; null: until Ctrl-C"
+    )
+
+
 # Commands whose output is not one object.
 JobList = RootModel[list[JobSummary]]
 StepState = Literal[

@@ -25,6 +25,12 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+def name_pattern() -> str:
+    """The secret-name rule as a regular expression (matched case-insensitively), for
+    code that runs where anylaunch is not installed: a node masking what it prints."""
+    return _SECRET_NAME.pattern
+
+
 def masked_env(env: Mapping[str, str]) -> dict[str, str]:
     """An environment as the store and the screen keep it: secret values replaced by `***`."""
     return {k: (MASK if is_secret_name(k) else v) for k, v in env.items()}

@@ -9,12 +9,14 @@ through the backend registry; routing picks one of them. Sizes have a neutral sp
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
@@ -159,6 +161,27 @@ class Profile(Strict):
         return self.nsys or bool(spec.slurm and spec.slurm.nsys_enabled)
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|)\s*$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def duration_s(value: Any) -> float:
+    """Seconds in a duration: a number of seconds, or a string such as `90s`, `10m`, `1h`."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(f"{value!r} is not a duration; write seconds (600) or 90s, 10m, 1h")
+    return float(match[1]) * _UNIT_S[match[2]]
+
+
+class Watchdog(Strict):
+    """Stop a hung job: when no rank has written output for `idle`, the Python stack of
+    every rank goes into the job's log and the job is stopped (diagnosed HANG)."""
+
+    idle: Annotated[float, BeforeValidator(duration_s), Field(gt=0)]
+
+
 class JobSpec(Strict):
     """What to run. Build one with `anylaunch.load(path)` or directly in Python."""
 
@@ -176,6 +199,7 @@ class JobSpec(Strict):
     hooks: Hooks = Field(default_factory=Hooks)
     checkpoint: Checkpoint | None = None
     profile: Profile | None = None
+    watchdog: Watchdog | None = None
     # A run of parallel splits: a count, or one value per split (each split's SPLIT_ID).
     splits: int | list[str | int | float | bool] | None = None
 

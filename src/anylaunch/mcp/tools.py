@@ -203,6 +203,51 @@ TOOLS: tuple[ToolSpec, ...] = (
         destructive=True,
     ),
     ToolSpec(
+        "stack",
+        "Python stacks of a running job",
+        "The Python stack of every rank of a running job (or of one `node`), by rank, with"
+        " py-spy: where each rank is right now. Read it when a job seems hung (no new"
+        " output): ranks stuck in the same collective, or one rank elsewhere.",
+        args.StackArgs,
+        out.Stack,
+        commands.stack,
+    ),
+    ToolSpec(
+        "exec",
+        "Run a command on a job's node",
+        "Run a command (a list: the program and its arguments) on one node of a running"
+        " job, in that node's environment and working folder; returns its exit status and"
+        " output, secrets masked. It can change the job's files: use it to look (nvidia-smi,"
+        " ls, cat), not to steer training.",
+        args.ExecArgs,
+        out.ExecResult,
+        commands.exec_command,
+        reads=False,
+        destructive=True,
+    ),
+    ToolSpec(
+        "shell",
+        "A shell on a job's node",
+        "Start a shell on one node of a running job under a pseudo-terminal, type `input`"
+        " into it (then end-of-input, which ends the shell) and return what the terminal"
+        " showed, secrets masked.",
+        args.ShellArgs,
+        out.ShellResult,
+        commands.shell,
+        reads=False,
+        destructive=True,
+    ),
+    ToolSpec(
+        "forward",
+        "Forward a port of a job's node",
+        "Serve a port of one node of a running job (TensorBoard, Jupyter, a metrics page)"
+        " on 127.0.0.1 of the machine this server runs on, for `seconds`; returns the URL.",
+        args.ForwardArgs,
+        out.ForwardResult,
+        commands.forward,
+        reads=False,
+    ),
+    ToolSpec(
         "list_resource_shapes",
         "Lepton resource shapes",
         "The DGX Cloud Lepton workspace's resource shapes (what `lepton.resource_shape`"

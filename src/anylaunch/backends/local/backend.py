@@ -24,10 +24,13 @@ from pydantic import BaseModel
 from anylaunch.backends.base import (
     Backend,
     Capabilities,
+    Entry,
     Found,
     LogSource,
+    NotReachable,
     Observation,
     PlanContext,
+    Relay,
     Submitted,
 )
 from anylaunch.backends.local.config import LocalSection
@@ -90,6 +93,7 @@ class LocalBackend(Backend):
                 "workdir": workdir or os.getcwd(),
                 "python": (section.python if section and section.python else sys.executable),
                 "cache_root": _cache_root(spec, store.root),
+                "py_spy": _py_spy() if spec.watchdog is not None else None,
             },
         )
 
@@ -221,6 +225,41 @@ class LocalBackend(Backend):
         for entry in job.plan.get("payload", {}).get("nodes", []):
             yield LogSource(node=entry["node_rank"], path=entry["log"])
 
+    # -- a running job's nodes: processes of this machine ---------------------------------
+
+    def enter(self, job: JobRecord, node: int, command: Sequence[str], *, tty: bool) -> Entry:
+        """The command runs here, in the environment and folder the node's process has
+        (read from /proc: the job's `env:`, its secrets, the rendezvous variables)."""
+        from anylaunch.jobfile.secrets import secret_values
+        from anylaunch.node.runtime import live
+
+        proc = live.node_process(live.job_processes(job.id), node)
+        if proc is None:
+            raise NotReachable(
+                f"no process of job {job.id} runs node {node} on this machine (it has not"
+                f" started, or it ended) — see anylaunch status {job.id}"
+            )
+        env = live.node_env(proc)
+        cwd: str | None = None
+        with contextlib.suppress(OSError):
+            cwd = os.readlink(f"/proc/{proc.pid}/cwd")
+        argv = list(command) or [shutil.which("bash", path=env.get("PATH")) or "sh"]
+        hidden = secret_values(job.plan.get("secret_env", []), environ=env)
+        via = f"node {node}'s process {proc.pid} on this machine"
+        return Entry(argv, via, env=env, cwd=cwd, secrets=frozenset(hidden))
+
+    def stacks(
+        self, job: JobRecord, node: int | None, py_spy: str | None, secret_names: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        from anylaunch.jobfile.secrets import name_pattern
+        from anylaunch.node.runtime import live
+
+        return live.stacks(job.id, node, py_spy, list(secret_names), name_pattern())
+
+    def relay(self, job: JobRecord, node: int, port: int) -> Relay:
+        """Every simulated node is this machine: its port is already here."""
+        return Relay("the node is this machine", address=("127.0.0.1", port))
+
 
 def _cache_root(spec: JobSpec, root: Path) -> str:
     """Where the job's inputs are cached: `local.cache_root`, else the store's `cache`."""
@@ -228,6 +267,12 @@ def _cache_root(spec: JobSpec, root: Path) -> str:
     return os.path.expanduser(
         section.cache_root if section and section.cache_root else str(root / "cache")
     )
+
+
+def _py_spy() -> str | None:
+    from anylaunch.node import runtime
+
+    return runtime.py_spy()
 
 
 def most_ranks() -> int:

@@ -34,6 +34,11 @@ class LocalNode(TypedDict):
     log: str
 
 
+class LocalWatchdog(TypedDict):
+    idle_s: float
+    py_spy: str | None  # the submitting environment's py-spy (this machine's)
+
+
 class LocalPayload(TypedDict):
     """What the supervisor runs: one process per simulated node."""
 
@@ -45,6 +50,8 @@ class LocalPayload(TypedDict):
     nsys_reports: NotRequired[str]
     stage_in: NotRequired[list[str]]
     stage_out: NotRequired[list[str]]
+    # The hang watchdog, run by the supervisor: `idle_s` without output stops the job.
+    watchdog: NotRequired[LocalWatchdog]
     # The in-job runtime, written into the job's directory by submit. A zipapp is not
     # text, so it is not among the plan's files: it travels packed (`runtime.packed`).
     runtime: NotRequired[str]
@@ -140,6 +147,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
     }
     if hold:
         payload["rdzv_release"] = release
+    if spec.watchdog is not None:
+        payload["watchdog"] = {"idle_s": spec.watchdog.idle, "py_spy": values.get("py_spy")}
     if profile is not None:
         payload["nsys_dir"] = nsys_dir
         payload["nsys_reports"] = f"{nsys_dir}/*.nsys-rep"

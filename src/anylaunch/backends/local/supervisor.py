@@ -164,6 +164,7 @@ def main(job_dir: Path) -> int:
     first_failure: tuple[int, int] | None = None  # (node rank, exit code)
     failed_at = 0.0
     release = payload.get("rdzv_release")
+    watchdog = _Watchdog(plan, payload["watchdog"]) if payload.get("watchdog") else None
     while True:
         codes = [n.poll() for n in nodes]
         if release and all(code is not None for code in codes[1:]):
@@ -184,7 +185,13 @@ def main(job_dir: Path) -> int:
             # Peers of a failed node would block in collectives until their timeout.
             _terminate_tree(grace)
             break
-        wake.wait(None if first_failure is None else failed_at + grace - time.monotonic())
+        if watchdog is not None and first_failure is None and watchdog.hung():
+            _terminate_tree(grace)
+            return _finish(job_dir, store, job_id, State.FAILED, watchdog.EXIT, watchdog.detail)
+        timeout = None if first_failure is None else failed_at + grace - time.monotonic()
+        if watchdog is not None and first_failure is None:
+            timeout = watchdog.left()
+        wake.wait(timeout)
 
     _terminate_tree(grace)  # whatever a node left behind must not outlive the job
     lost = [rank for rank, n in enumerate(nodes) if n.lost]
@@ -212,6 +219,54 @@ def main(job_dir: Path) -> int:
     return _finish(
         job_dir, store, job_id, State.FAILED, exit_code, f"node {node_rank} exited with {exit_code}"
     )
+
+
+class _Watchdog:
+    """The hang watchdog: when no node's log has grown for `idle_s`, the Python stack of
+    every rank goes into node 0's log, and the job is to be stopped."""
+
+    def __init__(self, plan: Mapping[str, Any], settings: Mapping[str, Any]) -> None:
+        from anylaunch.node.runtime import live
+
+        self.EXIT = live.EXIT_HUNG
+        self.idle_s = float(settings["idle_s"])
+        self.py_spy = settings.get("py_spy")
+        self.job_id = plan["job_id"]
+        self.secret_names = list(plan.get("secret_env", []))
+        self.logs = [node["log"] for node in plan["payload"]["nodes"]]
+        self.started = time.time()
+        self.detail = ""
+
+    def quiet_s(self) -> float:
+        from anylaunch.node.runtime import live
+
+        return time.time() - live.last_output(self.logs, self.started)
+
+    def left(self) -> float:
+        return max(1.0, self.idle_s - self.quiet_s())
+
+    def hung(self) -> bool:
+        """True once the job is hung, its stacks written into node 0's log.
+
+        Silence before any rank exists (a slow import, nodes still meeting) is not a hang
+        of the program: the watchdog waits for the ranks, then judges their silence.
+        """
+        quiet = self.quiet_s()
+        if quiet < self.idle_s:
+            return False
+        from anylaunch.jobfile.secrets import name_pattern
+        from anylaunch.node.runtime import live
+
+        if not live.ranks(live.job_processes(self.job_id)):
+            return False
+        found = live.stacks(self.job_id, None, self.py_spy, self.secret_names, name_pattern())
+        with open(self.logs[0], "a", encoding="utf-8") as log:
+            log.write(live.hang_report(quiet, found))
+        self.detail = (
+            f"hang: no rank wrote output for {int(quiet)}s; stopped by the watchdog"
+            " (the Python stack of every rank is in node 0's log)"
+        )
+        return True
 
 
 def start_node(

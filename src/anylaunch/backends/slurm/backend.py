@@ -19,11 +19,13 @@ from anylaunch.backends.base import (
     Backend,
     Capabilities,
     ChainStep,
+    Entry,
     Found,
     LogSource,
     Observation,
     OnStart,
     PlanContext,
+    Relay,
     Submitted,
 )
 from anylaunch.backends.plan import Plan
@@ -296,6 +298,25 @@ class SlurmBackend(Backend):
     def logs(self, job: JobRecord) -> Iterator[LogSource]:
         for rank in range(int(job.plan.get("payload", {}).get("nodes", 1))):
             yield LogSource(node=rank, path=str(Path(job.job_dir) / "logs" / f"node-{rank}.log"))
+
+    # -- a running job's nodes: a step of our own in its allocation (live.py) -------------
+
+    def enter(self, job: JobRecord, node: int, command: Sequence[str], *, tty: bool) -> Entry:
+        from anylaunch.backends.slurm import live
+
+        return live.enter(job, node, command, tty=tty)
+
+    def stacks(
+        self, job: JobRecord, node: int | None, py_spy: str | None, secret_names: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        from anylaunch.backends.slurm import live
+
+        return live.stacks(job, node, py_spy, secret_names)
+
+    def relay(self, job: JobRecord, node: int, port: int) -> Relay:
+        from anylaunch.backends.slurm import live
+
+        return live.relay(job, node, port)
 
 
 def observe(

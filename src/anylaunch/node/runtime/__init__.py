@@ -125,6 +125,32 @@ def shell(runtime_word: str, *words: str, python: str = "python3") -> str:
     return " ".join([shlex.quote(python), *FLAGS, runtime_word, *words])
 
 
+@cache
+def live_source() -> str:
+    """The text of `live.py`, which runs as `python3 -I -S -c TEXT` on a node that has no
+    zipapp (exec, stack and forward reach nodes of jobs that never wrote one)."""
+    from importlib import resources
+
+    return resources.files(__package__).joinpath("live.py").read_text(encoding="utf-8")
+
+
+def py_spy() -> str | None:
+    """This environment's py-spy (the `live` extra): beside the interpreter, else on PATH.
+    A node that sees this path (this machine, a shared filesystem) uses it."""
+    import os
+    import shutil
+
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if os.path.isfile(here) and os.access(here, os.X_OK):
+        return here
+    return shutil.which("py-spy")
+
+
+def live_argv(*args: str, python: str = "python3") -> list[str]:
+    """The exec form of one of `live.py`'s commands, its code carried on the command line."""
+    return [python, *FLAGS, "-c", live_source(), *args]
+
+
 def require_python(image: str | None, step: str, python: str = "python3") -> str:
     """Bash that ends the job with one line when the image has no python3 (exit 127).
 
