@@ -68,6 +68,10 @@ class SlurmBackend(Backend):
         self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
     ) -> PlanContext:
         values: dict[str, Any] = {"workdir": _workdir(spec)}
+        if spec.watchdog is not None:
+            from anylaunch.node import runtime
+
+            values["py_spy"] = runtime.py_spy()  # the watchdog's, where the nodes see it
         section = spec.slurm
         if section and section.template:
             where = _relative_to_job_file(spec, section.template)

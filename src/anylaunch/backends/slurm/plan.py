@@ -60,6 +60,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
         staging=f"{ctx.job_dir}/{manifest.MANIFEST_FILE}" if staging is not None else None,
         # The staging step runs the in-job runtime: any python3 on the node will do.
         stage_python=section.python or "python3",
+        py_spy=ctx.values.get("py_spy"),
     )
     # sbatch opens --output before the script runs; an array's tasks then move their
     # output into their own job directory (see script.setup).

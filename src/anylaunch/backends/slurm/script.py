@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.jobfile.mounts import Mount
+from anylaunch.jobfile.secrets import name_pattern
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.node import checkpoint, command, rendezvous, runtime, shell
 from anylaunch.node import script as node_script
-from anylaunch.node.shell import Word, concat, export, path, var, word, words
+from anylaunch.node.runtime import live
+from anylaunch.node.shell import Sh, Word, concat, export, path, var, word, words
 
 RECIPE_FILE = "recipe.yaml"
 # The in-job runtime (staging, resume): the batch shell writes it into the job's directory.
@@ -59,6 +61,7 @@ class Job:
     splits: list[Split] = field(default_factory=list)  # empty: not an array
     staging: str | None = None  # the staging manifest's path, when the job stages data
     stage_python: str = "python3"  # runs the in-job runtime (its standard library only)
+    py_spy: str | None = None  # the submitting side's py-spy, for the watchdog's dumps
 
     @property
     def launcher(self) -> str:
@@ -215,8 +218,8 @@ def setup(job: Job) -> list[str]:
             f" never this file: {', '.join(secret_names)}"
         )
     folder = checkpoint.checkpoint_dir(spec)
-    if job.staging or folder:
-        first = "resume" if folder else "stage-in"
+    if job.staging or folder or spec.watchdog is not None:
+        first = "resume" if folder else "stage-in" if job.staging else "watchdog"
         out += [
             "",
             "# The in-job runtime (resume, staging), carried in this script.",
@@ -397,10 +400,16 @@ def launch(job: Job) -> list[str]:
             f' forwarding it to the ranks"; kill -{s.signal} "$srun_pid"\' {s.signal}'
         )
         out.append(f'if [ "$early_signal" = 1 ]; then kill -{s.signal} "$$"; fi')
+    out += _watchdog(job)
     out += [
         "# wait returns early when a trapped signal arrives; wait again until srun ends.",
         'while :; do wait "$srun_pid"; rc=$?; kill -0 "$srun_pid" 2>/dev/null || break; done',
     ]
+    if job.spec.watchdog is not None:
+        out.append(
+            f'wait "$watch_pid"; [ "$?" = {live.EXIT_HUNG} ] && rc={live.EXIT_HUNG}'
+            "  # stopped by the watchdog"
+        )
     if job.staging and job.spec.outputs:
         out += [
             "# Stage-out: outputs to S3, after failures too; its failure fails a successful job.",
@@ -408,6 +417,37 @@ def launch(job: Job) -> list[str]:
         ]
     out.append('exit "$rc"')
     return out
+
+
+def _watchdog(job: Job) -> list[str]:
+    """The hang watchdog, run by this batch shell inside the allocation (never on the
+    login node): with no output from any node for `watchdog.idle` seconds, a step on
+    every node writes each rank's Python stack into node 0's log, and srun is stopped."""
+    if job.spec.watchdog is None:
+        return []
+    runtime_word = RUNTIME_WORD
+    python = job.stage_python
+    stack: list[Word] = [
+        "srun", "--overlap", f"--nodes={job.nodes}", f"--ntasks={job.nodes}",
+        "--ntasks-per-node=1", "--quiet", python, *runtime.FLAGS, Sh(runtime_word), "stack",
+        var("ANYLAUNCH_JOB_ID"), "--secret-pattern", name_pattern(),
+    ]  # fmt: skip
+    if job.py_spy:
+        stack += ["--py-spy", job.py_spy]
+    for name in sorted({*job.spec.secret_env(), *job.section.secret_env()}):
+        stack += ["--secret", name]
+    logs = [concat(var("ANYLAUNCH_JOB_DIR"), f"/logs/node-{n}.log") for n in range(job.nodes)]
+    watch: list[Word] = [
+        python, *runtime.FLAGS, Sh(runtime_word), "watch",
+        "--idle", f"{job.spec.watchdog.idle:g}", "--pid", var("srun_pid"),
+        "--log", logs[0], "--logs", *logs, "--", *stack,
+    ]  # fmt: skip
+    return [
+        f"# The hang watchdog: {job.spec.watchdog.idle:g}s without output from any node writes"
+        " every rank's Python stack into node 0's log, then stops srun.",
+        f"{words(watch)} &",
+        "watch_pid=$!",
+    ]
 
 
 def _stage(job: Job, direction: str) -> str:

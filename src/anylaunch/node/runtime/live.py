@@ -300,14 +300,18 @@ def enter(job_id: str, node: int, argv: list[str], host: str | None = None) -> i
 def watch(idle_s: float, pid: int, logs: list[str], collect: list[str], log: str) -> int:
     """The watchdog inside a Slurm allocation: while process `pid` (the job's srun) runs,
     wait for `idle_s` seconds without output in `logs`; then run `collect` (a step on
-    every node printing `stack --json` lines), write the report into `log`, stop `pid`
-    and return EXIT_HUNG. 0 once `pid` ended by itself."""
+    every node printing `stack` lines), write the report into `log`, stop `pid` and
+    return EXIT_HUNG. 0 once `pid` ended by itself. Silence before any rank exists is
+    not judged: the clock is the ranks'."""
     started = time.time()
     step = max(0.5, min(idle_s / 10.0, 5.0))
     while _alive(pid):
         quiet = time.time() - last_output(logs, started)
         if quiet >= idle_s:
             found = _collect(collect)
+            if not found:  # no rank yet (imports, nodes meeting): not the program's silence
+                time.sleep(step)
+                continue
             with open(log, "a") as handle:
                 handle.write(hang_report(quiet, found))
             with contextlib.suppress(OSError):
