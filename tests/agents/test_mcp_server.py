@@ -18,6 +18,8 @@ import anyio
 import jsonschema
 import pytest
 
+from helpers import free_port
+
 pytest.importorskip("mcp")
 
 from mcp import Client, StdioServerParameters, stdio_client
@@ -25,9 +27,9 @@ from mcp import Client, StdioServerParameters, stdio_client
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "docs" / "schemas" / "mcp"
 PLANTED = "hf_planted-3b9d7c1e0a5f"
-READING = {"dry_run", "preflight", "ps", "status", "logs", "wait", "diagnose",
+READING = {"dry_run", "preflight", "ps", "status", "logs", "wait", "diagnose", "stack",
            "list_resource_shapes", "get_volumes"}  # fmt: skip
-CHANGING = {"run", "cancel", "retry_failed"}
+CHANGING = {"run", "cancel", "retry_failed", "exec", "shell", "forward"}
 
 
 class Agent:
@@ -214,6 +216,13 @@ def test_read_only_server_offers_only_reading_tools_and_refuses_run(server_env, 
         refused = await agent.error("run", file=str(path))
         assert refused["code"] == "READ_ONLY" and "--read-only" in refused["message"]
         assert await agent.call("ps") == []  # nothing was submitted
+        for tool, arguments in (
+            ("exec", {"job_id": "abc", "command": ["true"]}),
+            ("shell", {"job_id": "abc", "input": "true"}),
+            ("forward", {"job_id": "abc", "port": 8080}),
+        ):
+            refused = await agent.error(tool, **arguments)
+            assert refused["code"] == "READ_ONLY", tool
 
     drive(server_env, scenario, read_only=True)
 
@@ -320,3 +329,43 @@ def test_agent_runs_a_workflow_polls_its_graph_and_retries_the_failed_split(serv
         assert [len(s["attempts"]) for s in done["steps"][0]["splits"]] == [1, 2]
 
     drive(env, scenario)
+
+
+def test_agent_reaches_a_running_job_stack_exec_shell_and_forward(server_env, write, tmp_path):
+    """Every live tool on a local job whose node runs one rank stuck in a loop (launcher
+    none: no torch needed), its secret masked in everything that comes back."""
+    program = ROOT / "tests" / "programs" / "stuck.py"
+    port = free_port()
+    path = write(
+        f"command: export RANK=$NODE_RANK; exec python {program}\nlauncher: none\n"
+        f"env:\n  HF_TOKEN: ${{HF_TOKEN}}\n  SERVE_PORT: {port}\n"
+    )
+
+    async def scenario(agent: Agent) -> None:
+        job = await agent.call("run", file=str(path))
+        for _ in range(600):
+            text = (await agent.call("logs", job_id=job["id"]))["text"]
+            if "ready rank=0" in text:
+                break
+            await anyio.sleep(0.2)
+        stacks = await agent.call("stack", job_id=job["id"])
+        assert [r["rank"] for r in stacks["ranks"]] == [0]
+        assert "stuck_in_the_loop" in stacks["ranks"][0]["stack"]
+        ran = await agent.call("exec", job_id=job["id"], command=["sh", "-c", "echo $HF_TOKEN"])
+        assert (ran["exit_code"], ran["stdout"]) == (0, "***\n")
+        typed = await agent.call("shell", job_id=job["id"], input="echo tok=$HF_TOKEN; exit 5")
+        assert typed["exit_code"] == 5 and "tok=***" in typed["output"]
+        opened = await agent.call("forward", job_id=job["id"], port=port, local_port=0, seconds=60)
+        body = await anyio.to_thread.run_sync(_get, opened["url"])
+        assert body == b"node 0\n"
+        await agent.call("cancel", job_ids=[job["id"]])
+
+    agent = drive(server_env, scenario)
+    assert PLANTED not in "\n".join(agent.seen)
+
+
+def _get(url: str) -> bytes:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as page:
+        return page.read()

@@ -43,6 +43,8 @@ class Capabilities:
     # anylaunch's own steps that run inside the job's image, where only what the image
     # carries exists ("stage-in", "resume"); elsewhere they run on the node itself.
     steps_in_image: frozenset[str] = frozenset()
+    # `watchdog:` is carried out: something of ours inside the job watches its output.
+    watchdog: bool = False
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,8 @@ def run(
     spec = resolved.spec
     env = os.environ if environ is None else environ
     checks: list[Check] = []
-    for step in (_command, _recipe_keys, _credentials, _hf_token, _storage, _image_python):
+    steps = (_command, _recipe_keys, _credentials, _hf_token, _storage, _image_python, _watchdog)
+    for step in steps:
         checks += step(spec, resolved.impl, env)
     checks += _profiling(spec, resolved.impl.time_limit_s(spec))
     return checks + resolved.impl.preflight(spec, deep=deep)
@@ -64,6 +65,19 @@ def _command(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check
         return [Check("command", "ok", command.display(spec.command)[:80])]
     return [
         Check("command", "fail", "the job has no command", "add 'command:' or pass it after '--'")
+    ]
+
+
+def _watchdog(spec: JobSpec, impl: Backend, env: Mapping[str, str]) -> list[Check]:
+    if spec.watchdog is None or impl.capabilities.watchdog:
+        return []
+    return [
+        Check(
+            "watchdog",
+            "warn",
+            f"the {impl.name} backend has no hang watchdog: this job runs without one",
+            "watch it with anylaunch logs -f and anylaunch stack, or run it on local or Slurm",
+        )
     ]
 
 

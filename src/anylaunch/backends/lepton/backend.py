@@ -372,6 +372,15 @@ class LeptonBackend(Backend):
         for index in range(nodes):
             yield LogSource(node=index, text="".join(f"{line}\n" for line in texts[index]))
 
+    def unreachable(self) -> str:
+        """The Lepton API (leptonai's job client: list, create, get, update, delete, events,
+        replicas, log) has no exec, shell or port-forward endpoint for a job's replicas."""
+        return (
+            "Lepton's API has no exec, shell or port-forward endpoint for a job's replicas:"
+            " exec, shell, forward and stack cannot reach a Lepton job — read its output with"
+            " anylaunch logs, or run interactive work in a Lepton pod (lep pod create)"
+        )
+
 
 def _mount_checks(
     client: LeptonClient, mounts: list[dict[str, Any]], group: str | None

@@ -64,7 +64,7 @@ _children: set[int] = set()
 class LocalBackend(Backend):
     name: ClassVar[str] = "local"
     section: ClassVar[type[BaseModel] | None] = LocalSection
-    capabilities: ClassVar[Capabilities] = Capabilities(cancel_on_interrupt=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(cancel_on_interrupt=True, watchdog=True)
 
     def prepare(
         self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True

@@ -23,10 +23,12 @@ from pydantic import BaseModel
 from anylaunch.backends.base import (
     Backend,
     Capabilities,
+    Entry,
     Found,
     LogSource,
     Observation,
     PlanContext,
+    Relay,
     Submitted,
 )
 from anylaunch.backends.plan import Plan
@@ -295,6 +297,25 @@ class SkyPilotBackend(Backend):
             text = sdk.cluster_logs(*_cluster_job(job))
         _log_text[job.id] = (now, text)
         return text
+
+    # -- a running job's nodes: the cluster's ssh aliases (live.py) -----------------------
+
+    def enter(self, job: JobRecord, node: int, command: Sequence[str], *, tty: bool) -> Entry:
+        from anylaunch.backends.skypilot import live
+
+        return live.enter(job, node, command, tty=tty)
+
+    def stacks(
+        self, job: JobRecord, node: int | None, py_spy: str | None, secret_names: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        from anylaunch.backends.skypilot import live
+
+        return live.stacks(job, node, py_spy, secret_names)
+
+    def relay(self, job: JobRecord, node: int, port: int) -> Relay:
+        from anylaunch.backends.skypilot import live
+
+        return live.relay(job, node, port)
 
 
 def _launched(payload: Mapping[str, Any], request: str) -> dict[str, Any]:

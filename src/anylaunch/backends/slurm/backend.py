@@ -59,7 +59,7 @@ class SlurmBackend(Backend):
     section: ClassVar[type[BaseModel] | None] = SlurmSection
     # srun starts one task per rank itself: only Slurm has it.
     capabilities: ClassVar[Capabilities] = Capabilities(
-        launchers=frozenset({"torchrun", "srun", "none"})
+        launchers=frozenset({"torchrun", "srun", "none"}), watchdog=True
     )
 
     # -- rendering ------------------------------------------------------------------------
