@@ -22,7 +22,9 @@ STUCK = "stuck_in_the_loop"
 
 
 def job_file(write, body: str) -> Path:
-    return write(body.replace("PORT", str(free_port())).replace("PY", sys.executable))
+    """Our interpreter on the nodes, and a rendezvous port of the job's own (the nodes
+    share one host)."""
+    return write(body.replace("MASTER", str(free_port())).replace("PY", sys.executable))
 
 
 @pytest.fixture
@@ -40,7 +42,7 @@ def stuck_on_slurm(cli, cli_inproc, write, slurm_conf, leave_no_job_behind, torc
           SERVE_PORT: {port}
         slurm:
           python: PY
-          master_port: PORT
+          master_port: MASTER
         """,
     )
     job = cli("run", str(path), "--detach", "--json").json()
@@ -100,7 +102,7 @@ def test_the_watchdog_inside_the_allocation_dumps_and_stops_a_hung_job(
           OMP_NUM_THREADS: 1
         slurm:
           python: PY
-          master_port: PORT
+          master_port: MASTER
         """,
     )
     result = cli("run", str(path), "--json", timeout=300)

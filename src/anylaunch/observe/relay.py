@@ -101,9 +101,9 @@ class Forward:
 
     def _through(self, conn: socket.socket, argv: list[str]) -> None:
         env = None if self.relay.env is None else dict(self.relay.env)
-        proc = subprocess.Popen(
-            argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
+        # Its complaints (srun's, ssh's, the node's) go to this process's stderr: a
+        # connection that closes at once then says why.
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         with self._lock:
             self._children.add(proc)
         assert proc.stdin is not None and proc.stdout is not None
