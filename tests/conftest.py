@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,12 @@ import pytest
 import inproc
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A test without the `home` fixture still never reads or writes the user's own store:
+    # one left by another anylaunch release would otherwise decide the outcome.
+    os.environ["ANYLAUNCH_HOME"] = tempfile.mkdtemp(prefix="anylaunch-tests-home-")
 
 
 @dataclass

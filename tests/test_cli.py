@@ -54,7 +54,7 @@ def test_commands_about_launched_jobs_import_no_job_file_models(args, home, spaw
         assert "run r-run0001 SUCCEEDED (local, 1 splits)" in done.stdout
 
 
-def test_dry_run_builds_only_its_backend_section(tmp_path, spawns):
+def test_dry_run_builds_only_its_backend_section(tmp_path, home, spawns):
     job = tmp_path / "job.yaml"
     job.write_text("command: python train.py\nnodes: 2\nslurm: {partition: gpu}\n")
     probe = (

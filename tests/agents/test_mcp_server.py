@@ -30,6 +30,8 @@ PLANTED = "hf_planted-3b9d7c1e0a5f"
 READING = {"dry_run", "preflight", "ps", "status", "logs", "wait", "diagnose", "stack",
            "list_resource_shapes", "get_volumes"}  # fmt: skip
 CHANGING = {"run", "cancel", "retry_failed", "exec", "shell", "forward"}
+# Opens a port to a node and changes nothing there: no confirmation needed.
+HARMLESS_CHANGES = {"forward"}
 
 
 class Agent:
@@ -145,7 +147,7 @@ def test_agent_runs_the_demo_locally_polls_it_reads_logs_and_gets_a_failure_diag
         tools = {t.name: t for t in (await agent.client.list_tools()).tools}
         assert set(tools) == READING | CHANGING
         for name in CHANGING:
-            assert tools[name].annotations.destructive_hint is True
+            assert tools[name].annotations.destructive_hint is (name not in HARMLESS_CHANGES)
             assert tools[name].annotations.read_only_hint is False
         for name in READING:
             assert tools[name].annotations.read_only_hint is True
