@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import threading
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from anylaunch.backends.slurm import remote
 from anylaunch.backends.slurm.login import Login
 from anylaunch.state import State
 from anylaunch.store import Store
-from helpers import wait_until
+from helpers import free_port, wait_until
 
 PY = sys.executable
 REAL_SSH = "/usr/bin/ssh"
@@ -390,3 +391,64 @@ def test_a_login_that_needs_a_prompt_is_one_line_saying_what_to_do(cli, cluster,
     lines = done.err.strip().splitlines()
     assert len(lines) == 1, done.err
     assert "without a prompt" in lines[0] and "ssh-add" in lines[0]
+
+
+SERVE = """\
+import http.server, os, threading, time
+node = os.environ["NODE_RANK"]
+body = f"node {node}\\n".encode()
+
+
+class Page(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+port = int(os.environ["SERVE_PORT"]) + int(node)
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Page)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+print(f"ready node={node}", flush=True)
+time.sleep(600)
+"""
+
+
+def test_exec_and_forward_reach_a_remote_jobs_nodes_through_the_login_node(
+    cli, cluster, tmp_path, home
+):
+    """srun --overlap runs on the login node too: this side has no Slurm to run it."""
+    port = free_port()
+    folder = project(tmp_path, {"serve.py": SERVE})
+    path = job(
+        folder,
+        f"launcher: none\nnodes: 2\nenv:\n  SERVE_PORT: '{port}'\ncommand: [python3, serve.py]",
+        cluster.alias,
+    )
+    job_id = cli("run", str(path), "--detach", "--json", cwd=folder).json()["id"]
+    wait_until(lambda: cli("logs", job_id).out.count("ready node=") == 2, 120, "both nodes")
+    result = cli("exec", job_id, "--node", "1", "--", "printenv", "NODE_RANK", "SLURMD_NODENAME")
+    assert (result.rc, result.out) == (0, "1\nn2\n"), result.err
+    captured = cli("exec", job_id, "--json", "--", "sh", "-c", "exit 4").json()
+    assert captured["exit_code"] == 4
+    assert captured["via"].startswith(f"ssh {cluster.alias}, srun --jobid=")
+    proc = subprocess.Popen(
+        [PY, "-m", "anylaunch", "forward", job_id, str(port + 1), "--node", "1",
+         "--local-port", "0", "--json"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ANYLAUNCH_HOME": str(home)},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        text = ""
+        while not text.rstrip().endswith("}"):
+            text += proc.stdout.readline()
+        opened = json.loads(text)
+        assert opened["relayed"] and opened["via"].startswith(f"ssh {cluster.alias}, srun")
+        with urllib.request.urlopen(opened["url"], timeout=60) as page:
+            assert page.read() == b"node 1\n"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0

@@ -214,7 +214,7 @@ class SlurmBackend(Backend):
     def _sbatch(self, plan: Plan[SlurmPayload], secrets: Mapping[str, str]) -> str:
         from anylaunch.backends.slurm import commands
 
-        via = _via(plan.payload)
+        via = cluster.login_in(plan.payload)
         if via is not None:
             return self._sbatch_remote(plan, secrets, via)
         job_dirs = [s["job_dir"] for s in plan.payload["splits"]] or [plan.job_dir]
@@ -316,7 +316,7 @@ class SlurmBackend(Backend):
 
         if not job.native_id:
             return
-        via = _via(job.plan.get("payload", {}))
+        via = cluster.login_in(job.plan.get("payload", {}))
         commands.run(["scancel", job.native_id], via=via)
         deadline = time.monotonic() + CANCEL_WAIT_S
         interval = 0.1
@@ -338,23 +338,36 @@ class SlurmBackend(Backend):
         payload = job.plan.get("payload", {})
         nodes = int(payload.get("nodes", 1))
         paths = [Path(job.job_dir) / "logs" / f"node-{rank}.log" for rank in range(nodes)]
-        via = _via(payload)
+        via = cluster.login_in(payload)
         if via is not None and not _logs_whole(job):
             _mirror_logs(job, via, paths)
         for rank, path in enumerate(paths):
             yield LogSource(node=rank, path=str(path))
 
+    # -- a running job's nodes: a step of our own in its allocation (live.py) -------------
 
-def _via(payload: Mapping[str, Any]) -> Login | None:
-    """The login node a plan was submitted through (None: this machine)."""
-    text = payload.get("login")
-    return Login.parse(text) if text else None
+    def enter(self, job: JobRecord, node: int, command: Sequence[str], *, tty: bool) -> Entry:
+        from anylaunch.backends.slurm import live
+
+        return live.enter(job, node, command, tty=tty)
+
+    def stacks(
+        self, job: JobRecord, node: int | None, py_spy: str | None, secret_names: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        from anylaunch.backends.slurm import live
+
+        return live.stacks(job, node, py_spy, secret_names)
+
+    def relay(self, job: JobRecord, node: int, port: int) -> Relay:
+        from anylaunch.backends.slurm import live
+
+        return live.relay(job, node, port)
 
 
 def _by_login(jobs: Sequence[JobRecord]) -> dict[Login | None, list[JobRecord]]:
     groups: dict[Login | None, list[JobRecord]] = {}
     for job in jobs:
-        groups.setdefault(_via(job.plan.get("payload", {})), []).append(job)
+        groups.setdefault(cluster.login_in(job.plan.get("payload", {})), []).append(job)
     return groups
 
 
@@ -485,25 +498,6 @@ def _home(via: Login) -> str:
             )
         _homes[via.text] = home
     return _homes[via.text]
-
-    # -- a running job's nodes: a step of our own in its allocation (live.py) -------------
-
-    def enter(self, job: JobRecord, node: int, command: Sequence[str], *, tty: bool) -> Entry:
-        from anylaunch.backends.slurm import live
-
-        return live.enter(job, node, command, tty=tty)
-
-    def stacks(
-        self, job: JobRecord, node: int | None, py_spy: str | None, secret_names: Sequence[str]
-    ) -> list[dict[str, Any]]:
-        from anylaunch.backends.slurm import live
-
-        return live.stacks(job, node, py_spy, secret_names)
-
-    def relay(self, job: JobRecord, node: int, port: int) -> Relay:
-        from anylaunch.backends.slurm import live
-
-        return live.relay(job, node, port)
 
 
 def observe(

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from anylaunch.backends.slurm.login import ENV, Login
 from anylaunch.errors import ConfigError
@@ -22,3 +23,9 @@ def login_of(spec: JobSpec) -> Login | None:
         return Login.parse(text)
     except ValueError as exc:
         raise ConfigError(str(exc), key=ENV, fix=f"set {ENV}=[user@]host[:port]") from None
+
+
+def login_in(payload: Mapping[str, Any]) -> Login | None:
+    """The login node a plan was submitted through (None: this machine's Slurm tools)."""
+    text = payload.get("login")
+    return Login.parse(text) if text else None

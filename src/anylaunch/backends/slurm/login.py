@@ -133,20 +133,21 @@ class Login:
             stdin = b"".join(f"{name}={value}".encode() + b"\0" for name, value in env.items())
         ROUND_TRIPS[self.text] += 1
         return subprocess.run(
-            [
-                "ssh",
-                *self.options(),
-                "-o",
-                "ControlMaster=no",
-                self.destination,
-                shlex.join(command),
-            ],
+            self.ssh(command),
             input=stdin,
             stdin=subprocess.DEVNULL if stdin is None else None,
             capture_output=True,
             timeout=timeout,
             check=False,
         )
+
+    def ssh(self, argv: Sequence[str], *, tty: bool = False) -> list[str]:
+        """The ssh command that runs `argv` on the login node over the shared connection
+        (open it first: `connect`). `tty`: with a terminal there (this side has one)."""
+        return [
+            "ssh", *self.options(), "-o", "ControlMaster=no", "-t" if tty else "-T",
+            self.destination, shlex.join(argv),
+        ]  # fmt: skip
 
     def output(self, argv: Sequence[str], *, timeout: float = 60) -> str:
         """What `argv` printed on the login node; a one-line LoginError if it failed."""
