@@ -28,6 +28,7 @@ import pytest
 from anylaunch import api
 from anylaunch.backends.slurm import remote
 from anylaunch.backends.slurm.login import Login
+from anylaunch.observe import live
 from anylaunch.state import State
 from anylaunch.store import Store
 from helpers import free_port, wait_until
@@ -433,6 +434,9 @@ def test_exec_and_forward_reach_a_remote_jobs_nodes_through_the_login_node(
     captured = cli("exec", job_id, "--json", "--", "sh", "-c", "exit 4").json()
     assert captured["exit_code"] == 4
     assert captured["via"].startswith(f"ssh {cluster.alias}, srun --jobid=")
+    # A shell (ssh -t to the login node, srun --pty there) reaches the node as well.
+    typed = live.shell_transcript(job_id, 1, "echo node=$NODE_RANK; exit 3", 120)
+    assert typed["exit_code"] == 3 and "node=1" in typed["output"], typed
     proc = subprocess.Popen(
         [PY, "-m", "anylaunch", "forward", job_id, str(port + 1), "--node", "1",
          "--local-port", "0", "--json"],
