@@ -35,6 +35,8 @@ CACHES = (
     ("anylaunch.backends.lepton.resolve", "_shapes"),
     ("anylaunch.backends.skypilot.backend", "_seen"),
     ("anylaunch.backends.skypilot.backend", "_log_text"),
+    ("anylaunch.backends.slurm.backend", "_homes"),
+    ("anylaunch.backends.slurm.backend", "_copied"),
 )
 RESTORED = (("anylaunch.backends.registry", "_REGISTERED"),)
 # Children a local job's start records in the calling process: one more after a call

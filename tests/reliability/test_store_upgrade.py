@@ -100,6 +100,8 @@ def test_a_store_of_the_release_before_versions_reads_back_whole_after_the_upgra
     assert listed.returncode == 0, listed.stderr
     assert schema_version(db) == NEWEST
     says_the_same(expected["jobs"], json.loads(listed.stdout), "ps")
+    # Which code they ran was not recorded then: no source, rather than a guessed one.
+    assert {job["source"] for job in json.loads(listed.stdout)} == {None}
     for some_id, status in expected["status"].items():  # each job, the run, the workflow
         shown = cli(home, "status", some_id, "--json")
         assert shown.returncode == 0, shown.stderr

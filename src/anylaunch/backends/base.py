@@ -45,6 +45,9 @@ class Capabilities:
     steps_in_image: frozenset[str] = frozenset()
     # `watchdog:` is carried out: something of ours inside the job watches its output.
     watchdog: bool = False
+    # The job can run from a snapshot of a folder of this machine (`snapshot:`, see
+    # `Plan.snapshot`); a backend that runs only what its image holds cannot.
+    snapshot: bool = False
 
 
 @dataclass(frozen=True)

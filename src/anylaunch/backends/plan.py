@@ -39,6 +39,12 @@ class Plan(BaseModel, Generic[PayloadT]):
     # What the backend inferred instead of reading it from the platform: shown with the
     # plan (dry run, --json), so a guess is never taken for a fact.
     guesses: list[str] = Field(default_factory=list)
+    # The folder on this machine the job's code comes from (its working folder), whose
+    # git commit the job records; None when the job runs only what its image holds.
+    code_dir: str | None = None
+    # The job runs from a copy of `code_dir` made at submit time in `<job_dir>/snapshot`
+    # (the submission pipeline makes it, before `submit`), not from the folder itself.
+    snapshot: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The plan as `--json` shows it: named by the job it renders, like every object."""

@@ -77,6 +77,10 @@ def job_detail(summary: dict[str, Any]) -> None:
     for key in ("id", "name", "backend", "native_id", "state", "exit_code", "detail", "job_dir"):
         if summary.get(key) is not None:
             click.echo(f"{label(f'{key:>10}')}  {summary[key]}")
+    if summary.get("source"):
+        from anylaunch.observe import source
+
+        click.echo(f"{label('    source')}  {source.line(summary['source'])}")
     start = summary["created_at"]
     click.echo(label("   history"))
     for event in summary["events"]:

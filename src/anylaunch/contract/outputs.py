@@ -29,6 +29,31 @@ class _Out(BaseModel):
 NO_ID = "null: nothing is recorded"
 
 
+class SnapshotOut(_Out):
+    """The copy of the working folder a job runs from, made at submit time."""
+
+    sha256: str = Field(description="`sha256:` over every path, kind and content, in order")
+    files: int
+    bytes: int
+
+
+class Source(_Out):
+    """Which code a job ran: its folder's git state at submit, and its snapshot."""
+
+    repo: str | None = Field(
+        description="the origin remote's URL (credentials removed), else the repository's"
+        " folder; null outside git"
+    )
+    commit: str | None
+    branch: str | None = Field(description="null on a detached HEAD or outside git")
+    dirty: bool | None = Field(
+        description="tracked files differed from the commit; null outside git"
+    )
+    snapshot: SnapshotOut | None = Field(
+        default=None, description="the copy the job runs from (snapshot: true), if any"
+    )
+
+
 class JobSummary(_Out):
     """One job: the stable shape of `run --detach`, `ps` and `cancel`."""
 
@@ -43,6 +68,10 @@ class JobSummary(_Out):
     run_id: str | None = Field(description="the run this job is a split of")
     split_id: int | None
     job_dir: str
+    source: Source | None = Field(
+        description="the code it ran: git state of its folder at submit, its snapshot;"
+        " null when neither is known"
+    )
     created_at: float = Field(description="seconds since the epoch")
     updated_at: float
     stale: str | None = Field(
@@ -105,6 +134,14 @@ class PlanOut(_Out):
     secret_env: list[str] = Field(description="names of the secret environment variables")
     guesses: list[str] = Field(
         description="what the backend inferred rather than read from the platform"
+    )
+    code_dir: str | None = Field(
+        default=None,
+        description="the folder on this machine the job's code comes from (null: the image's)",
+    )
+    snapshot: bool = Field(
+        default=False,
+        description="the job runs from a copy of code_dir made at submit in JOB_DIR/snapshot",
     )
 
 

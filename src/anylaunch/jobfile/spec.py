@@ -182,6 +182,21 @@ class Watchdog(Strict):
     idle: Annotated[float, BeforeValidator(duration_s), Field(gt=0)]
 
 
+class Snapshot(Strict):
+    """`snapshot: true`, or a mapping: the job runs from a copy of its working folder's
+    files taken at submit time (git's tracked and untracked-but-not-ignored files), so
+    edits made while it waits change nothing it reads. The default of a remote Slurm
+    cluster, which cannot see this machine's folders; opt-in elsewhere."""
+
+    enabled: bool = True
+    max_mb: int = Field(default=100, ge=1, description="the most the copy may hold, in MB")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_flag(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
+
+
 class JobSpec(Strict):
     """What to run. Build one with `anylaunch.load(path)` or directly in Python."""
 
@@ -202,6 +217,8 @@ class JobSpec(Strict):
     watchdog: Watchdog | None = None
     # A run of parallel splits: a count, or one value per split (each split's SPLIT_ID).
     splits: int | list[str | int | float | bool] | None = None
+    # Run from a copy of the working folder taken at submit; None: the backend's default.
+    snapshot: Snapshot | None = None
 
     # Keys the launcher does not own (model, data, step_scheduler, ...), for the program.
     # Keys keep YAML's types (`0:` stays an int, `on:` a bool): the program reads them back.

@@ -10,13 +10,17 @@ Every command that launches takes the same named stages, in order:
 - check: the quick preflight checks, once per submission (`check`);
 - render: for each job, which attempt it is (`ANYLAUNCH_ATTEMPT`), the backend's
   `prepare` and `plan` — or one `plan_array` for all splits of an array backend — and
-  the values of the secrets its plan names (`render`). Nothing is stored or sent;
-- record: the jobs go into the store (PENDING, with their submitter) before anything is
-  sent, a run's splits in one transaction, so after a crash every job is in the store
-  (`record`);
-- send: each plan goes to the backend with its secret values; native ids are recorded,
-  a refused job ends FAILED, one whose answer was lost stays UNKNOWN, and a cancel that
-  came in meanwhile is carried out (`send`).
+  the values of the secrets its plan names (`render`); for a submission (not a dry
+  run), once for all its jobs, the git state of the folder its code comes from and, for
+  a job run from a snapshot, the list of files to copy (over its size limit: an error
+  before anything is stored). Nothing is stored or sent;
+- record: the jobs go into the store (PENDING, with their submitter and source) before
+  anything is sent, a run's splits in one transaction, so after a crash every job is in
+  the store (`record`);
+- send: the snapshot is copied into the job's folder (once for the jobs of one
+  submission) and its hash recorded; each plan goes to the backend with its secret
+  values; native ids are recorded, a refused job ends FAILED, one whose answer was lost
+  stays UNKNOWN, and a cancel that came in meanwhile is carried out (`send`).
 
 A dry-run is `render` alone (`dry_run`), so the plan it shows is the plan a submit
 sends. A single job (`submit`), the splits of a run and a retry of its failed splits
@@ -31,13 +35,14 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anylaunch.backends.base import ArraySubmission, Backend, PlanContext
 from anylaunch.backends.checks import Check, failed
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.jobfile.secrets import masked_env
-from anylaunch.launch import preflight
+from anylaunch.launch import preflight, provenance, snapshot
 from anylaunch.observe.watch import honour_cancel
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id
@@ -70,6 +75,8 @@ class Batch:
     array: bool = False
     run_id: str | None = None
     new_run: bool = False
+    # What the snapshot copies, when the jobs run from one (listed at render time).
+    survey: snapshot.Survey | None = None
 
     @property
     def records(self) -> list[JobRecord]:
@@ -165,6 +172,15 @@ def render(
         plans = [impl.plan(one, ctx) for _, ctx, one, _ in rendered]
         dumps = [plan.model_dump(mode="json") for plan in plans]
         secrets = [secrets_for(plan, values) for plan in plans]
+    # Which code the jobs run: looked at once for the whole submission, and only for a
+    # real one (a dry run shows the plan, which says whether a snapshot is made).
+    source = survey = None
+    if reserve and plans:
+        folder = code_folder(plans[0], spec)
+        source = provenance.read(folder)
+        if plans[0].snapshot:
+            limit = spec.snapshot.max_mb if spec.snapshot else snapshot.DEFAULT_MAX_MB
+            survey = snapshot.survey(folder, limit, file=spec.source)
     planned = [
         Planned(
             JobRecord(
@@ -177,6 +193,7 @@ def render(
                 split_id=split_id,
                 spec={**stored, "env": masked_env(env)},
                 plan=dumped_plan,
+                source=source,
             ),
             plan,
             job_secrets,
@@ -185,7 +202,14 @@ def render(
             rendered, plans, dumps, secrets, strict=True
         )
     ]
-    return Batch(impl, planned, as_array, run_id, new_run)
+    return Batch(impl, planned, as_array, run_id, new_run, survey)
+
+
+def code_folder(plan: Plan, spec: JobSpec) -> str:
+    """The folder whose code the job runs: the plan's, else the job file's, else here."""
+    if plan.code_dir:
+        return plan.code_dir
+    return os.path.dirname(os.path.abspath(spec.source)) if spec.source else os.getcwd()
 
 
 def record(batch: Batch, store: Store, *, key: str | None = None) -> str | None:
@@ -240,6 +264,7 @@ def send(batch: Batch, store: Store, max_parallel: int = 8) -> None:
     impl, jobs = batch.impl, batch.jobs
     if not jobs:
         return
+    _take_snapshot(batch, store)
     if batch.array and isinstance(impl, ArraySubmission):
         first = jobs[0]
         _settle(impl, batch.records, lambda: impl.submit_array(first.plan, first.secrets), store)
@@ -262,6 +287,40 @@ def send(batch: Batch, store: Store, max_parallel: int = 8) -> None:
 
     with ThreadPoolExecutor(max(1, min(max_parallel, len(jobs)))) as pool:
         list(pool.map(one, jobs))
+
+
+def _take_snapshot(batch: Batch, store: Store) -> None:
+    """Copy the working folder into the first job's folder and record its hash with every
+    job. The other jobs of the submission (a run's splits, each with a plan of its own)
+    run from that one copy, as they would all run from the one working folder."""
+    if batch.survey is None:
+        return
+    taken: Path | None = None
+    try:
+        for job in batch.jobs:
+            if not job.plan.snapshot:
+                continue
+            dest = Path(job.plan.job_dir) / snapshot.FOLDER
+            if taken is None:
+                info = snapshot.take(batch.survey, dest)
+                taken = dest
+            elif dest != taken:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.symlink_to(taken, target_is_directory=True)
+    except OSError as exc:
+        message = f"could not copy {batch.survey.folder} into the job's folder: {exc}"
+        for record in batch.records:
+            store.transition(record.id, State.FAILED, detail=f"submit failed: {message}")
+            store.settle(record.id)
+        raise BackendError(message) from exc
+    if taken is None:
+        return
+    store.set_snapshot([job.record.id for job in batch.jobs], info)
+    for job in batch.jobs:
+        job.record.source = {**(job.record.source or _NO_GIT), "snapshot": info}
+
+
+_NO_GIT: dict[str, Any] = {"repo": None, "commit": None, "branch": None, "dirty": None}
 
 
 def _send_one(impl: Backend, job: Planned, store: Store) -> None:

@@ -125,6 +125,14 @@ def _check_runnable(spec: JobSpec, impl: Backend) -> None:
             f" ({', '.join(sorted(launchers))})",
             "use launcher: torchrun (or none for a command that spawns its own ranks)" + elsewhere,
         )
+    if spec.snapshot and spec.snapshot.enabled and not impl.capabilities.snapshot:
+        raise _error(
+            spec,
+            ("snapshot",),
+            f"the {impl.name} backend runs what its image holds, not a folder of this"
+            " machine: it cannot run from a snapshot",
+            "put the code into the image (or its inputs), or remove snapshot:",
+        )
 
 
 def _starts(backend: str, launcher: str) -> bool:

@@ -81,6 +81,16 @@ class JobTables(Tables):
                 (native_id, json.dumps(meta or {}), time.time(), job_id),
             )
 
+    def set_snapshot(self, job_ids: Sequence[str], snapshot: dict[str, Any]) -> None:
+        """The snapshot these jobs run from (its hash, files, bytes), with their source."""
+        base = {"repo": None, "commit": None, "branch": None, "dirty": None}
+        with self._write() as db:
+            db.executemany(
+                "UPDATE jobs SET source = json_set(COALESCE(source, ?), '$.snapshot', json(?))"
+                " WHERE id = ?",
+                [(json.dumps(base), json.dumps(snapshot), job_id) for job_id in job_ids],
+            )
+
     def reserve_port(self, port: int, job_id: str) -> bool:
         """Claim a port for a live job; False if another live job holds it."""
         now = time.time()
@@ -202,6 +212,7 @@ def insert(db: sqlite3.Connection, records: list[JobRecord]) -> None:
                 json.dumps(record.spec),
                 json.dumps(record.plan),
                 json.dumps(record.meta),
+                json.dumps(record.source) if record.source is not None else None,
                 now,
                 now,
             )
@@ -209,8 +220,8 @@ def insert(db: sqlite3.Connection, records: list[JobRecord]) -> None:
         events.append((record.id, now, record.state.value, "recorded"))
     db.executemany(
         "INSERT INTO jobs (id, name, backend, native_id, state, exit_code, detail, run_id,"
-        " split_id, job_dir, spec, plan, meta, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " split_id, job_dir, spec, plan, meta, source, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         values,
     )
     db.executemany("INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)", events)

@@ -26,6 +26,10 @@ class JobRecord:
     spec: dict[str, Any] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    # Which code it ran: {repo, commit, branch, dirty} of the folder its code came from
+    # (all None outside git) and, for a job run from a snapshot, `snapshot`: its hash,
+    # files and bytes. None: nothing is known (not in git, no snapshot; an older job).
+    source: dict[str, Any] | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
     cancel_requested_at: float | None = None
@@ -47,6 +51,7 @@ class JobRecord:
             "run_id": self.run_id,
             "split_id": self.split_id,
             "job_dir": self.job_dir,
+            "source": self.source,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "stale": self.stale,

@@ -15,7 +15,7 @@ TERMINAL_SQL = "(" + ",".join(f"'{s.value}'" for s in sorted(TERMINAL)) + ")"
 # A job without its spec and plan blobs: what lists and polls read.
 SUMMARY_COLUMNS = (
     "id, name, backend, native_id, state, exit_code, detail, run_id, split_id, job_dir, "
-    "meta, created_at, updated_at, cancel_requested_at"
+    "meta, source, created_at, updated_at, cancel_requested_at"
 )
 
 
@@ -37,6 +37,7 @@ def job(row: sqlite3.Row, *, full: bool) -> JobRecord:
         cancel_requested_at=row["cancel_requested_at"],
     )
     record.meta = json.loads(row["meta"])
+    record.source = json.loads(row["source"]) if row["source"] else None
     if full:
         record.spec = json.loads(row["spec"])
         record.plan = json.loads(row["plan"])

@@ -77,3 +77,11 @@ V2 = """
 CREATE INDEX workflows_key ON workflows (key, created_at);
 CREATE INDEX workflows_created ON workflows (created_at);
 """
+
+# Version 3: which code each job ran (`source`: JSON of the git repository, commit, branch
+# and dirty flag of the folder its code came from, and its snapshot's hash), as a column
+# of its own: `ps` reads it with the other summary columns, and a job's `meta` is rewritten
+# by its submit and its polls.
+V3 = """
+ALTER TABLE jobs ADD COLUMN source TEXT;
+"""

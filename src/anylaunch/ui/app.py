@@ -34,7 +34,7 @@ from anylaunch.backends.registry import names as backend_names
 from anylaunch.cli.tables import age
 from anylaunch.errors import AnylaunchError, JobNotFound
 from anylaunch.launch import retry
-from anylaunch.observe import runs, watch
+from anylaunch.observe import runs, source, watch
 from anylaunch.observe.reports import open_report, profile_reports
 from anylaunch.state import State
 from anylaunch.store import Store
@@ -70,6 +70,7 @@ class Dashboard:
             when=lambda at: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)),
             ago=lambda at: age(time.time() - at),
             span=plots.span,
+            source_line=source.line,
         )
 
     @contextmanager

@@ -64,7 +64,9 @@ _children: set[int] = set()
 class LocalBackend(Backend):
     name: ClassVar[str] = "local"
     section: ClassVar[type[BaseModel] | None] = LocalSection
-    capabilities: ClassVar[Capabilities] = Capabilities(cancel_on_interrupt=True, watchdog=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        cancel_on_interrupt=True, watchdog=True, snapshot=True
+    )
 
     def prepare(
         self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
@@ -83,6 +85,9 @@ class LocalBackend(Backend):
         workdir = section.workdir if section and section.workdir else None
         if workdir and spec.source and not os.path.isabs(workdir):
             workdir = str(Path(spec.source).resolve().parent / workdir)
+        code_dir = workdir or os.getcwd()
+        # With a snapshot the nodes run from the copy made in the job's folder at submit.
+        snapshot = bool(spec.snapshot and spec.snapshot.enabled)
         return PlanContext(
             job_id=job_id,
             job_dir=job_dir,
@@ -90,7 +95,9 @@ class LocalBackend(Backend):
                 "nnodes": nnodes,
                 "nproc_per_node": int(nproc),
                 "master_port": port,
-                "workdir": workdir or os.getcwd(),
+                "code_dir": code_dir,
+                "snapshot": snapshot,
+                "workdir": f"{job_dir}/snapshot" if snapshot else code_dir,
                 "python": (section.python if section and section.python else sys.executable),
                 "cache_root": _cache_root(spec, store.root),
                 "py_spy": _py_spy() if spec.watchdog is not None else None,

@@ -180,6 +180,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
         payload=payload,
         files=files,
         secret_env=sorted(spec.secret_env()),
+        code_dir=values.get("code_dir"),
+        snapshot=bool(values.get("snapshot")),
     )
 
 

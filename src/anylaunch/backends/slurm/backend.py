@@ -1,13 +1,20 @@
 """The Slurm backend: sbatch to submit, one squeue (+ at most one sacct) to poll many jobs.
 
-The job's directory (under `$ANYLAUNCH_HOME/jobs/`) holds the script and every node's
-log, so it must be on a filesystem the compute nodes share with the submitting host —
-as home directories are on most clusters.
+On a login node (no `slurm.login`), the job's directory (under `$ANYLAUNCH_HOME/jobs/`)
+holds the script and every node's log, so it must be on a filesystem the compute nodes
+share with the submitting host — as home directories are on most clusters.
+
+With `slurm.login` (or ANYLAUNCH_SLURM_LOGIN) the cluster is reached over ssh
+(`login.py`): the job's folder is made here and copied to the cluster's job root
+(`remote.py`), every Slurm command runs on the login node through one shared connection,
+and the logs are mirrored back into the job's folder here. Each job's plan names its
+login, so jobs of several clusters are polled together, one round trip per cluster.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -29,9 +36,10 @@ from anylaunch.backends.base import (
     Submitted,
 )
 from anylaunch.backends.plan import Plan
+from anylaunch.backends.slurm import cluster, states
 from anylaunch.backends.slurm import plan as slurm_plan
-from anylaunch.backends.slurm import states
 from anylaunch.backends.slurm.config import SlurmSection
+from anylaunch.backends.slurm.login import Login
 from anylaunch.backends.slurm.plan import SlurmPayload
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.jobfile.spec import JobSpec
@@ -59,7 +67,7 @@ class SlurmBackend(Backend):
     section: ClassVar[type[BaseModel] | None] = SlurmSection
     # srun starts one task per rank itself: only Slurm has it.
     capabilities: ClassVar[Capabilities] = Capabilities(
-        launchers=frozenset({"torchrun", "srun", "none"}), watchdog=True
+        launchers=frozenset({"torchrun", "srun", "none"}), watchdog=True, snapshot=True
     )
 
     # -- rendering ------------------------------------------------------------------------
@@ -67,12 +75,27 @@ class SlurmBackend(Backend):
     def prepare(
         self, spec: JobSpec, job_id: str, job_dir: str, store: Store, *, reserve: bool = True
     ) -> PlanContext:
-        values: dict[str, Any] = {"workdir": _workdir(spec)}
-        if spec.watchdog is not None:
+        """The script's template, and where the job lives and runs from. A remote job's
+        folder on the cluster is under its home folder unless `slurm.job_dir` is absolute:
+        the login node is asked for it once per process."""
+        section = spec.slurm
+        via = cluster.login_of(spec)
+        snapshot = spec.snapshot.enabled if spec.snapshot else via is not None
+        code_dir = _workdir(spec)
+        # The folder the job's code comes from, here: none for a remote job run from a
+        # folder of the cluster.
+        here = code_dir if snapshot or via is None else None
+        values: dict[str, Any] = {"snapshot": snapshot, "code_dir": here}
+        if via is not None:
+            values.update(_remote_places(spec, via, job_id, snapshot))
+        else:
+            values["workdir"] = f"{job_dir}/snapshot" if snapshot else code_dir
+        if spec.watchdog is not None and via is None:
             from anylaunch.node import runtime
 
-            values["py_spy"] = runtime.py_spy()  # the watchdog's, where the nodes see it
-        section = spec.slurm
+            # The watchdog's py-spy, where the nodes see it (this machine's path means
+            # nothing on a cluster reached over ssh: there the nodes' PATH has it).
+            values["py_spy"] = runtime.py_spy()
         if section and section.template:
             where = _relative_to_job_file(spec, section.template)
             try:
@@ -85,10 +108,12 @@ class SlurmBackend(Backend):
                     fix="give the path of an sbatch template (relative to the job file)",
                 ) from None
             values["template_path"] = where
-        if section and section.job_dir:
+        if section and section.job_dir and via is None:
             # AutoModel's job_dir: the job's files (script, recipe, logs) go under it, on
             # the shared filesystem the nodes see, one folder per job.
             job_dir = str(Path(_relative_to_job_file(spec, section.job_dir)) / job_id)
+            if snapshot:
+                values["workdir"] = f"{job_dir}/snapshot"
         return PlanContext(job_id=job_id, job_dir=job_dir, values=values)
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
@@ -104,7 +129,7 @@ class SlurmBackend(Backend):
             {
                 "split_id": i,
                 "job_id": c.job_id,
-                "job_dir": c.job_dir,
+                "job_dir": c.values.get("run_dir", c.job_dir),
                 "value": values_of[i] if i < len(values_of) else None,
                 "attempt": c.values.get("attempt", 1),
             }
@@ -187,8 +212,11 @@ class SlurmBackend(Backend):
         return [(f"{base}_{s['split_id']}", meta) for s in plan.payload["splits"]]
 
     def _sbatch(self, plan: Plan[SlurmPayload], secrets: Mapping[str, str]) -> str:
-        from anylaunch.backends.slurm import commands, parse
+        from anylaunch.backends.slurm import commands
 
+        via = cluster.login_in(plan.payload)
+        if via is not None:
+            return self._sbatch_remote(plan, secrets, via)
         job_dirs = [s["job_dir"] for s in plan.payload["splits"]] or [plan.job_dir]
         for job_dir in job_dirs:
             # sbatch fails a job whose --output directory is missing (ExitCode 0:53).
@@ -208,46 +236,46 @@ class SlurmBackend(Backend):
             )
         except commands.NoAnswer as exc:
             raise SubmitOutcomeUnknown(exc.message) from None
-        message = " ".join((proc.stderr or proc.stdout).split())
-        if proc.returncode == 0:
-            try:
-                return parse.job_id(proc.stdout)
-            except BackendError as exc:  # accepted, but the id was lost on the way
-                raise SubmitOutcomeUnknown(exc.message) from None
-        if proc.returncode < 0 or _MAYBE_SUBMITTED in message:
-            # Killed midway, or slurmctld's answer timed out: Slurm's own advice is that
-            # the job may have been submitted anyway.
-            raise SubmitOutcomeUnknown(f"sbatch: {message or f'signal {-proc.returncode}'}")
-        raise BackendError(
-            f"sbatch failed: {message or f'exit status {proc.returncode}'}", code="SLURM"
-        )
+        return _submitted(proc)
+
+    def _sbatch_remote(
+        self, plan: Plan[SlurmPayload], secrets: Mapping[str, str], via: Login
+    ) -> str:
+        """Copy the job's folder (made here) to the cluster, then sbatch there; the
+        secrets reach sbatch through ssh's stdin (`Login.run`), never a file or a
+        command line. The other splits of an array make their folders themselves."""
+        from anylaunch.backends.slurm import commands, remote
+
+        local = Path(plan.job_dir)
+        (local / "logs").mkdir(parents=True, exist_ok=True)
+        for rel, text in plan.files.items():
+            (local / rel).write_text(text)
+        remote.push(via, local, plan.payload["run_dir"])
+        try:
+            proc = commands.run(
+                slurm_plan.sbatch_argv(plan),
+                env={name: secrets[name] for name in plan.secret_env},
+                check=False,
+                via=via,
+            )
+        except (commands.NoAnswer, commands.Disconnected) as exc:
+            # The connection broke or went silent with sbatch under way: the job may be
+            # queued. Its script's --comment finds it at the next poll.
+            raise SubmitOutcomeUnknown(exc.message) from None
+        return _submitted(proc, where=f" on {via.text}")
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
-        """One squeue for every job; sacct only for jobs slurmctld has already forgotten."""
-        from anylaunch.backends.slurm import commands
-
-        natives = [job.native_id for job in jobs if job.native_id]
-        if not natives:
-            return observe(jobs, {}, {})
-        deadline = time.monotonic() + commands.POLL_DEADLINE_S
-        silent: str | None = None
-        try:
-            queue = commands.squeue(natives, timeout=commands.POLL_DEADLINE_S)
-        except BackendError as exc:
-            queue = {}  # slurmctld unreachable: accounting may still answer
-            silent = exc.message
-        forgotten = [native for native in natives if native not in queue]
-        acct: dict[str, parse.Row] = {}
-        if forgotten:
-            try:
-                # With slurmctld silent, accounting gets only what is left of the deadline.
-                wait = commands.TIMEOUT_S if silent is None else deadline - time.monotonic()
-                acct = commands.sacct(forgotten, timeout=max(0.5, wait))
-            except BackendError:
-                acct = {}
-        seen = observe(jobs, queue, acct)
-        if silent is not None:
-            raise Unreachable(silent, observed=seen)
+        """One squeue for every job of a cluster (one round trip for a remote one); sacct
+        only for jobs slurmctld has already forgotten."""
+        seen: dict[str, Observation] = {}
+        silent: list[str] = []
+        for via, group in _by_login(jobs).items():
+            observed, why = _poll_cluster(group, via)
+            seen.update(observed)
+            if why is not None:
+                silent.append(why)
+        if silent:
+            raise Unreachable("; ".join(silent), observed=seen)
         return seen
 
     def reconcile(self, jobs: Sequence[JobRecord]) -> Found:
@@ -263,7 +291,11 @@ class SlurmBackend(Backend):
         """
         from anylaunch.backends.slurm import commands
 
-        known = commands.by_comment(timeout=commands.POLL_DEADLINE_S)
+        known: dict[str, tuple[str, bool]] = {}
+        for via, group in _by_login(jobs).items():
+            answer = commands.by_comment(timeout=commands.poll_deadline(via), via=via)
+            names = {str(job.plan.get("job_id", job.id)) for job in group}
+            known.update({name: hit for name, hit in answer.items() if name in names})
         found: dict[str, tuple[str | None, dict[str, Any]]] = {}
         for job in jobs:
             hit = known.get(str(job.plan.get("job_id", job.id)))
@@ -284,11 +316,12 @@ class SlurmBackend(Backend):
 
         if not job.native_id:
             return
-        commands.run(["scancel", job.native_id])
+        via = cluster.login_in(job.plan.get("payload", {}))
+        commands.run(["scancel", job.native_id], via=via)
         deadline = time.monotonic() + CANCEL_WAIT_S
         interval = 0.1
         while time.monotonic() < deadline:
-            row = commands.squeue([job.native_id]).get(job.native_id)
+            row = commands.squeue([job.native_id], via=via).get(job.native_id)
             if row is None or states.to_state(row.state, requeue=False).terminal:
                 return
             time.sleep(interval)
@@ -300,8 +333,16 @@ class SlurmBackend(Backend):
         )
 
     def logs(self, job: JobRecord) -> Iterator[LogSource]:
-        for rank in range(int(job.plan.get("payload", {}).get("nodes", 1))):
-            yield LogSource(node=rank, path=str(Path(job.job_dir) / "logs" / f"node-{rank}.log"))
+        """Each node's log file in the job's folder; a remote job's copies are brought up
+        to date first (not once the job has been over for a while: they are whole)."""
+        payload = job.plan.get("payload", {})
+        nodes = int(payload.get("nodes", 1))
+        paths = [Path(job.job_dir) / "logs" / f"node-{rank}.log" for rank in range(nodes)]
+        via = cluster.login_in(payload)
+        if via is not None and not _logs_whole(job):
+            _mirror_logs(job, via, paths)
+        for rank, path in enumerate(paths):
+            yield LogSource(node=rank, path=str(path))
 
     # -- a running job's nodes: a step of our own in its allocation (live.py) -------------
 
@@ -321,6 +362,142 @@ class SlurmBackend(Backend):
         from anylaunch.backends.slurm import live
 
         return live.relay(job, node, port)
+
+
+def _by_login(jobs: Sequence[JobRecord]) -> dict[Login | None, list[JobRecord]]:
+    groups: dict[Login | None, list[JobRecord]] = {}
+    for job in jobs:
+        groups.setdefault(cluster.login_in(job.plan.get("payload", {})), []).append(job)
+    return groups
+
+
+def _poll_cluster(
+    jobs: Sequence[JobRecord], via: Login | None
+) -> tuple[dict[str, Observation], str | None]:
+    """The jobs of one cluster: one squeue, then sacct for the ones it forgot; and why
+    the cluster did not answer, if it did not."""
+    from anylaunch.backends.slurm import commands
+
+    natives = [job.native_id for job in jobs if job.native_id]
+    if not natives:
+        return observe(jobs, {}, {}), None
+    limit = commands.poll_deadline(via)
+    deadline = time.monotonic() + limit
+    silent: str | None = None
+    try:
+        queue = commands.squeue(natives, timeout=limit, via=via)
+    except BackendError as exc:
+        queue = {}  # slurmctld unreachable: accounting may still answer
+        silent = exc.message
+    forgotten = [native for native in natives if native not in queue]
+    acct: dict[str, parse.Row] = {}
+    if forgotten:
+        try:
+            # With slurmctld silent, accounting gets only what is left of the deadline.
+            wait = commands.TIMEOUT_S if silent is None else deadline - time.monotonic()
+            acct = commands.sacct(forgotten, timeout=max(0.5, wait), via=via)
+        except BackendError:
+            acct = {}
+    return observe(jobs, queue, acct), silent
+
+
+def _submitted(proc: Any, where: str = "") -> str:
+    """The job id sbatch printed; SubmitOutcomeUnknown when it may have queued the job
+    without saying so, BackendError when it refused it."""
+    from anylaunch.backends.slurm import parse
+
+    message = " ".join((proc.stderr or proc.stdout).split())
+    if proc.returncode == 0:
+        try:
+            return parse.job_id(proc.stdout)
+        except BackendError as exc:  # accepted, but the id was lost on the way
+            raise SubmitOutcomeUnknown(exc.message) from None
+    if proc.returncode < 0 or _MAYBE_SUBMITTED in message:
+        # Killed midway, or slurmctld's answer timed out: Slurm's own advice is that
+        # the job may have been submitted anyway.
+        raise SubmitOutcomeUnknown(f"sbatch: {message or f'signal {-proc.returncode}'}")
+    raise BackendError(
+        f"sbatch failed{where}: {message or f'exit status {proc.returncode}'}", code="SLURM"
+    )
+
+
+# A job's logs are copied until it has been over this long: by then the cluster's
+# filesystem holds every line the nodes wrote.
+_SETTLED_S = 10.0
+_WHOLE = ".whole"
+
+
+def _logs_whole(job: JobRecord) -> bool:
+    return (Path(job.job_dir) / "logs" / _WHOLE).exists()
+
+
+# A live job's logs are copied at most this often by one process: `logs -f` asks many
+# times a second, and each copy is a round trip to the cluster.
+_COPY_EVERY_S = 0.25
+_copied: dict[str, float] = {}  # job id -> when this process last copied its logs
+
+
+def _mirror_logs(job: JobRecord, via: Login, paths: Sequence[Path]) -> None:
+    """Bring the local copies of a remote job's logs up to date, one round trip; for a
+    live job, not again within `_COPY_EVERY_S` (an ended one is always copied: its last
+    lines must be read)."""
+    from anylaunch.backends.slurm import remote
+
+    now = time.monotonic()
+    if not job.state.terminal and now - _copied.get(job.id, -_COPY_EVERY_S) < _COPY_EVERY_S:
+        return
+    run_dir = job.plan.get("payload", {}).get("run_dir", "")
+    # The folders of an array's jobs sit side by side, named by their job ids.
+    own = posixpath.join(posixpath.dirname(run_dir), job.id) if run_dir else ""
+    pairs = [(f"{own}/logs/{path.name}", path) for path in paths]
+    over = job.state.terminal and time.time() - job.updated_at > _SETTLED_S
+    remote.read_logs(via, pairs)
+    _copied[job.id] = now
+    if over:
+        (Path(job.job_dir) / "logs" / _WHOLE).touch()
+
+
+def _remote_places(spec: JobSpec, via: Login, job_id: str, snapshot: bool) -> dict[str, Any]:
+    """Where a remote job lives on the cluster (`run_dir`) and runs from (`workdir`)."""
+    from anylaunch.backends.slurm import remote
+
+    section = spec.slurm or SlurmSection()
+    root = section.job_dir or remote.DEFAULT_ROOT
+    home = _home(via) if not root.startswith("/") else ""
+    run_dir = f"{remote.expand(root, home)}/{job_id}"
+    if snapshot:
+        workdir = f"{run_dir}/snapshot"
+    elif section.workdir:
+        where = section.workdir
+        if not where.startswith("/"):
+            home = home or _home(via)
+        workdir = remote.expand(where, home)
+    else:
+        raise ConfigError(
+            "a job on a cluster reached over ssh runs from a snapshot of this folder, or"
+            " from a folder on the cluster: snapshot is off and slurm.workdir names none",
+            file=spec.source,
+            key="slurm.workdir",
+            fix="set slurm.workdir to the folder on the cluster (absolute, or ~/...), or"
+            " remove snapshot: false",
+        )
+    return {"login": via.text, "run_dir": run_dir, "workdir": workdir}
+
+
+_homes: dict[str, str] = {}  # login -> its home folder, asked once per process
+
+
+def _home(via: Login) -> str:
+    if via.text not in _homes:
+        home = via.output(["printenv", "HOME"]).strip()
+        if not home.startswith("/"):
+            raise BackendError(
+                f"{via.text} did not say where its home folder is ({home!r}) — set"
+                " slurm.job_dir to an absolute folder on the cluster",
+                code="SSH",
+            )
+        _homes[via.text] = home
+    return _homes[via.text]
 
 
 def observe(

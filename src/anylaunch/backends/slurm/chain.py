@@ -46,6 +46,7 @@ from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, busy_elsewhere
 
 if TYPE_CHECKING:
+    from anylaunch.backends.slurm.login import Login
     from anylaunch.jobfile.spec import JobSpec
 
 BACKEND = "slurm"  # the backend the steps run on, unless the caller hands its own
@@ -206,6 +207,7 @@ def submit(
     `check` runs every step's quick preflight checks first."""
     store = store or Store()
     ordered = order(steps)
+    _cluster(ordered)
     if check:
         _preflight(ordered, backend)
     with _locked(store, ordered):
@@ -306,7 +308,7 @@ def _advance(
             if todo == []:
                 continue
             g = gate(step.needs, records)
-            g = _known(g, submitted_now)
+            g = _known(g, submitted_now, _cluster(ordered))
             if g.blocked or g.waiting:
                 held[step.id] = g
                 continue
@@ -378,7 +380,7 @@ def _send_unsent(
     ]
     if not todo:
         return
-    g = _known(gate(step.needs, records), submitted_now)
+    g = _known(gate(step.needs, records), submitted_now, _cluster([step]))
     if g.blocked or g.waiting:
         return
     from anylaunch.launch import pipeline, splits
@@ -392,18 +394,34 @@ def _send_unsent(
         pipeline.resend(record, job, store)
 
 
-def _known(g: Gate, submitted_now: set[str]) -> Gate:
+def _known(g: Gate, submitted_now: set[str], via: Login | None) -> Gate:
     """Wait rather than depend on a job slurmctld no longer knows (it would lift the
     dependency whatever that job's outcome): ids from earlier processes are checked."""
     older = [i for i in g.after if i not in submitted_now]
     if not older or g.blocked or g.waiting:
         return g
-    seen = commands.squeue([i.split("_")[0] for i in older])
+    seen = commands.squeue([i.split("_")[0] for i in older], via=via)
     bases = {n.split("_")[0] for n in seen} | set(seen)
     missing = [i for i in older if i not in seen and i.split("_")[0] not in bases]
     if missing:
         return Gate(waiting=f"Slurm no longer lists job {missing[0]}: its outcome is looked up")
     return g
+
+
+def _cluster(steps: Sequence[ChainStep]) -> Login | None:
+    """The one cluster the steps run on (its login node; None: this machine's Slurm).
+    `afterok` names jobs of one slurmctld: steps on two clusters cannot wait on each
+    other that way."""
+    from anylaunch.backends.slurm.cluster import login_of
+
+    found = {login_of(step.spec) for step in steps}
+    if len(found) > 1:
+        names = ", ".join(sorted(v.text if v else "this machine" for v in found))
+        raise UsageError(
+            f"the steps run on different Slurm clusters ({names}): Slurm's afterok cannot"
+            " wait across them — give every step the same slurm.login"
+        )
+    return found.pop() if found else None
 
 
 def _cancel_waiting(

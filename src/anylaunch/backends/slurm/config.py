@@ -90,7 +90,16 @@ class SlurmSection(AutoModelEnv, Sized):
     # directory unless one is given.
     repo_root: str | None = None
     job_dir: str | None = Field(
-        default=None, description="folder (on the shared filesystem) for the job's directory"
+        default=None,
+        description="folder (on the shared filesystem) for the job's directory; with"
+        " `login`, a folder on the cluster (default ~/.anylaunch/jobs there)",
+    )
+
+    # -- a cluster reached from this machine over ssh --
+    login: str | None = Field(
+        default=None,
+        description="[user@]host[:port] or an ssh alias of the cluster's login node; every"
+        " Slurm command runs there (default: $ANYLAUNCH_SLURM_LOGIN, else this machine)",
     )
 
     # -- resources --
@@ -153,6 +162,15 @@ class SlurmSection(AutoModelEnv, Sized):
         if name not in SIGNALS:
             raise ValueError(f"'{value}' is not one of {', '.join(SIGNALS)} (or null)")
         return name
+
+    @field_validator("login")
+    @classmethod
+    def _login_form(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from anylaunch.backends.slurm.login import Login
+
+        return Login.parse(value).text
 
     @field_validator("mem")
     @classmethod

@@ -27,6 +27,11 @@ class SlurmPayload(TypedDict):
 
     script: str
     script_path: str
+    # The login node every Slurm command runs on, over ssh; None: this machine.
+    login: str | None
+    # The job's folder as the cluster sees it: the job's folder here, or its copy on a
+    # cluster reached over ssh (script, logs and snapshot live there).
+    run_dir: str
     workdir: str
     nodes: int
     ntasks_per_node: int
@@ -41,32 +46,31 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
     section = spec.slurm or SlurmSection()
     _check(spec, section)
     splits = [script.Split(**s) for s in ctx.values.get("splits", [])]
+    run_dir = ctx.values.get("run_dir", ctx.job_dir)
     staging = manifest.build(
         spec,
         workdir=ctx.values["workdir"],
-        state_dir=f"{ctx.job_dir}/staging",
+        state_dir=f"{run_dir}/staging",
         cache_root=section.cache_root,
     )
     job = script.Job(
         spec=spec,
         section=section,
         job_id=ctx.job_id,
-        job_dir=ctx.job_dir,
+        job_dir=run_dir,
         name=section.job_name or spec.name or ctx.job_id,
         nodes=section.nodes or spec.nodes or 1,
         ntasks=section.ntasks_per_node or spec.gpus_per_node or 1,
         workdir=ctx.values["workdir"],
         splits=splits,
-        staging=f"{ctx.job_dir}/{manifest.MANIFEST_FILE}" if staging is not None else None,
+        staging=f"{run_dir}/{manifest.MANIFEST_FILE}" if staging is not None else None,
         # The staging step runs the in-job runtime: any python3 on the node will do.
         stage_python=section.python or "python3",
         py_spy=ctx.values.get("py_spy"),
     )
     # sbatch opens --output before the script runs; an array's tasks then move their
     # output into their own job directory (see script.setup).
-    output = (
-        f"{splits[0].job_dir}/logs/array-%a.log" if splits else f"{ctx.job_dir}/logs/node-0.log"
-    )
+    output = f"{splits[0].job_dir}/logs/array-%a.log" if splits else f"{run_dir}/logs/node-0.log"
     parts = {
         "sbatch": "\n".join(script.sbatch_header(job, output)),
         "setup": "\n".join(script.setup(job)),
@@ -90,7 +94,9 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
         nodes=job.nodes,
         payload={
             "script": text,
-            "script_path": str(Path(ctx.job_dir) / SCRIPT_FILE),
+            "script_path": f"{run_dir}/{SCRIPT_FILE}",
+            "login": ctx.values.get("login"),
+            "run_dir": run_dir,
             "workdir": job.workdir,
             "nodes": job.nodes,
             "ntasks_per_node": job.ntasks,
@@ -104,6 +110,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
         },
         files=files,
         secret_env=secrets,
+        code_dir=ctx.values.get("code_dir"),
+        snapshot=bool(ctx.values.get("snapshot")),
     )
 
 
@@ -115,9 +123,18 @@ def sbatch_argv(plan: Plan[SlurmPayload]) -> list[str]:
 
 def describe(plan: Plan[SlurmPayload]) -> str:
     """The script as it will be submitted, preceded by the sbatch command line."""
-    head = f"# {shlex.join(sbatch_argv(plan))}"
+    login = plan.payload.get("login")
+    head = ""
+    if plan.snapshot:
+        head += f"# runs from a copy of {plan.code_dir} made at submit: {plan.payload['workdir']}\n"
+    if login:
+        head += f"# the job's folder is copied to {login}:{plan.payload['run_dir']}\n"
+        head += f"# ssh {login} {shlex.join(sbatch_argv(plan))}"
+    else:
+        head += f"# {shlex.join(sbatch_argv(plan))}"
     if plan.secret_env:
-        head += f"\n# secrets from the submitting environment: {', '.join(plan.secret_env)}"
+        channel = "ssh's stdin" if login else "the submitting environment"
+        head += f"\n# secrets from {channel}: {', '.join(plan.secret_env)}"
     return f"{head}\n{plan.payload['script']}"
 
 

@@ -13,6 +13,7 @@ import shutil
 
 from anylaunch.backends.checks import Check, Checks
 from anylaunch.backends.slurm import commands
+from anylaunch.backends.slurm.cluster import login_of
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.errors import BackendError
 from anylaunch.jobfile.spec import JobSpec
@@ -87,10 +88,12 @@ def _time_checks(spec: JobSpec) -> list[Check]:
 
 
 def cluster_checks(spec: JobSpec) -> list[Check]:
-    """Probe the cluster; one srun on the job's nodes checks mounts and the master port."""
+    """Probe the cluster (through its login node, for one reached over ssh); one srun on
+    the job's nodes checks mounts and the master port."""
     s = spec.slurm or SlurmSection()
+    via = login_of(spec)
     conf = os.environ.get("SLURM_CONF")
-    if conf and not os.path.exists(conf):  # scontrol takes a minute to say so
+    if via is None and conf and not os.path.exists(conf):  # scontrol takes a minute to say so
         return [
             Check(
                 "controller",
@@ -99,7 +102,7 @@ def cluster_checks(spec: JobSpec) -> list[Check]:
                 "point SLURM_CONF at the cluster's slurm.conf (devstack: source .devstack/env)",
             )
         ]
-    if shutil.which("scontrol") is None:
+    if via is None and shutil.which("scontrol") is None:
         return [
             Check(
                 "controller",
@@ -108,14 +111,21 @@ def cluster_checks(spec: JobSpec) -> list[Check]:
                 "run anylaunch on a login node",
             )
         ]
-    try:
-        commands.run(["scontrol", "ping"])
-    except BackendError as exc:
-        return [Check("controller", "fail", exc.message, "start slurmctld or set SLURM_CONF")]
     out = Checks()
+    if via is not None:
+        try:
+            via.connect()
+        except BackendError as exc:
+            return [Check("login", "fail", exc.message, None)]
+        out.ok("login", f"ssh to {via.text} logs in without a prompt")
+    try:
+        commands.run(["scontrol", "ping"], via=via)
+    except BackendError as exc:
+        return [*out, Check("controller", "fail", exc.message, "start slurmctld or set SLURM_CONF")]
     out.ok("controller", "slurmctld answers")
     if s.partition:
-        proc = commands.run(["sinfo", "--noheader", "--partition", s.partition, "-o", "%P"])
+        argv = ["sinfo", "--noheader", "--partition", s.partition, "-o", "%P"]
+        proc = commands.run(argv, via=via)
         if proc.stdout.strip():
             out.ok("partition", f"partition {s.partition} exists")
         else:
@@ -134,7 +144,7 @@ def cluster_checks(spec: JobSpec) -> list[Check]:
     argv += [f"--{k}={v}" for k, v in (("partition", s.partition), ("account", s.account)) if v]
     argv += ["bash", "-c", probe, "anylaunch-preflight", str(s.master_port), *sources]
     try:
-        proc = commands.run(argv)
+        proc = commands.run(argv, via=via)
     except BackendError as exc:
         out.warn("nodes", f"could not run on the nodes: {exc.message}", None)
         return out
