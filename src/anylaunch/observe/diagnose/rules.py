@@ -665,11 +665,12 @@ RULES: list[Rule] = [
     ),
     _r(
         "RDZV_FAILED",
-        ELASTIC,
+        ELASTIC + "; torch/distributed/elastic/agent/server/api.py (_exit_barrier)",
         r"Rendezvous\w*Error",
         r"\brendezvous\b.{0,80}(fail|timed? ?out|closed|not (reachable|complete))",
         r"The node '\S+' has failed to (shutdown|join)",
         r"C10d store has failed",
+        r"Error waiting on exit barrier",
     ),
     # Host and address failures when resolving MASTER_ADDR.
     _r(
