@@ -8,11 +8,12 @@ their logs as `anylaunch logs JOB` prints them.
         that did not succeed (OUT/teardown-K.log, with its state and exit code in
         OUT/teardown-K.json); with --torchrun, under one torchrun of NPROC ranks
         instead of the local backend (faster: the race needs many runs)
-    python tests/diagnose/record_logs.py hang OUT
-        starts tests/programs/hang.py, waits until every rank printed its step, dumps
-        every rank's Python stack with py-spy (which must be on PATH or beside this
-        interpreter) and writes OUT/hang.log: the job's log followed by the block the
-        hang watchdog writes (its line, then per rank a header line and py-spy's dump)
+    python tests/diagnose/record_logs.py hang OUT [--idle 45s]
+        runs tests/programs/hang.py with the hang watchdog (`watchdog: {idle: ...}`;
+        py-spy from the `live` extra) and writes its log to OUT/hang.log: the ranks'
+        lines, the watchdog's report (its line, then each rank's py-spy dump) and the
+        job being stopped. An idle shorter than the ranks take to import torch catches
+        them importing it.
 
 Not a test: it takes minutes and its result depends on timing (the teardown race shows
 in some runs only). Run it under an ANYLAUNCH_HOME of its own.
@@ -23,21 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "tests" / "programs"
-HANG_LINE = (
-    "anylaunch: hang: no rank wrote output for {seconds}s; the Python stack of every rank follows"
-)
-RANK_LINE = "anylaunch: hang: rank {rank} (node {node}, pid {pid})"
 
 
 def _anylaunch(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -50,7 +43,7 @@ def _anylaunch(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[s
     )
 
 
-def _job_file(folder: Path, program: str, env: dict[str, str]) -> Path:
+def _job_file(folder: Path, program: str, env: dict[str, str], watchdog: str = "") -> Path:
     lines = [
         f"name: {Path(program).stem.replace('_', '-')}",
         f"command: python {program}",
@@ -59,6 +52,7 @@ def _job_file(folder: Path, program: str, env: dict[str, str]) -> Path:
         "env:",
         "  OMP_NUM_THREADS: '1'",
         *(f"  {key}: '{value}'" for key, value in env.items()),
+        *([f"watchdog: {{idle: {watchdog}}}"] if watchdog else []),
         "local:",
         f"  workdir: {PROGRAMS}",
         "  kill_grace_s: 1",
@@ -115,46 +109,15 @@ def teardown(out: Path, runs: int, env: dict[str, str]) -> None:
         (out / f"teardown-{kept}.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
-def _ranks(job_id: str) -> list[tuple[int, int, int]]:
-    """(rank, node, pid) of every rank process of the job."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            environ = proc.environ()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-        if (
-            environ.get("ANYLAUNCH_JOB_ID") == job_id
-            and "RANK" in environ
-            and "LOCAL_RANK" in environ
-        ):
-            found.append((int(environ["RANK"]), int(environ["GROUP_RANK"]), proc.pid))
-    return sorted(found)
-
-
-def hang(out: Path, seconds: int = 60) -> None:
+def hang(out: Path, idle: str) -> None:
     home = Path(tempfile.mkdtemp(prefix="anylaunch-record-"))
-    job_file = _job_file(home, "hang.py", {})
+    job_file = _job_file(home, "hang.py", {}, watchdog=idle)
     env = {"ANYLAUNCH_HOME": str(home)}
-    job = json.loads(_anylaunch("run", str(job_file), "--detach", "--json", env=env).stdout)
-    pyspy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    try:
-        deadline = time.monotonic() + 300
-        while _anylaunch("logs", job["id"], env=env).stdout.count(": step 1") < 4:
-            if time.monotonic() > deadline:
-                raise SystemExit("the ranks did not all print their step in 300 s")
-            time.sleep(2)
-        time.sleep(seconds)  # nobody writes: the watchdog's quiet period
-        block = [HANG_LINE.format(seconds=seconds)]
-        for rank, node, pid in _ranks(job["id"]):
-            dump = subprocess.run(
-                [pyspy, "dump", "--pid", str(pid)], capture_output=True, text=True
-            )
-            block += [RANK_LINE.format(rank=rank, node=node, pid=pid), dump.stdout.rstrip("\n")]
-        log = _anylaunch("logs", job["id"], env=env).stdout
-        (out / "hang.log").write_text(log + "\n".join(block) + "\n")
-    finally:
-        _anylaunch("cancel", job["id"], env=env)
+    job = json.loads(_anylaunch("run", str(job_file), "--json", env=env).stdout)
+    print(f"{job['state']} exit {job.get('exit_code')}: {job.get('detail')}", flush=True)
+    (out / "hang.log").write_text(_anylaunch("logs", job["id"], env=env).stdout)
+    meta = {"idle": idle, **{k: job.get(k) for k in ("state", "exit_code", "detail")}}
+    (out / "hang.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def main() -> None:
@@ -164,6 +127,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--torchrun", type=int, metavar="NPROC")
+    parser.add_argument("--idle", default="45s", help="the hang watchdog's idle time")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     env = dict(item.split("=", 1) for item in args.env)
@@ -172,7 +136,7 @@ def main() -> None:
     elif args.what == "teardown":
         teardown(args.out, args.runs, env)
     else:
-        hang(args.out)
+        hang(args.out, args.idle)
 
 
 if __name__ == "__main__":

@@ -175,7 +175,7 @@ def _hung(stuck: hang.Hang) -> Diagnosis:
     for line in frames:
         groups.setdefault(line.text, []).append(line)
     waits = "; ".join(
-        f"{_ranks(group)} in {text}"
+        f"{_ranks(group)} {'in' if hang.FRAME.match(text) else 'unread:'} {text}"
         for text, group in sorted(groups.items(), key=lambda g: len(g[1]))
     )
     cause = f"{info.cause} for {stuck.seconds}s" + (f"; {waits}" if waits else "")
@@ -195,8 +195,12 @@ def _hung(stuck: hang.Hang) -> Diagnosis:
 
 
 def _ranks(lines: list[LogLine]) -> str:
-    named = [f"{line.rank} (node {line.node})" for line in lines]
+    named = [f"{_or_unknown(line.rank)} (node {_or_unknown(line.node)})" for line in lines]
     return ("rank " if len(named) == 1 else "ranks ") + ", ".join(named)
+
+
+def _or_unknown(number: int | None) -> str:
+    return "?" if number is None else str(number)
 
 
 def _torn_down(ended: teardown.Teardown, lines: Sequence[LogLine]) -> Diagnosis:

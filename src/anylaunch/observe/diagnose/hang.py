@@ -14,7 +14,9 @@ it, each rank's preceded by a line naming it:
 
 py-spy prints the innermost frame first: where each rank's main thread waits. The
 stacks are the evidence, not messages: their lines are never read by the rules (a
-frame in `_store_based_barrier` is not a rendezvous failure).
+frame in `_store_based_barrier` is not a rendezvous failure). A rank py-spy could not
+read has one line instead of its dump, why (`py-spy: Permission denied ...`); its rank
+or node is `?` when its process did not say.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from anylaunch.observe.diagnose.lines import LogLine
 HEADER = re.compile(
     r"^anylaunch: hang: no rank wrote output for (\d+)s; the Python stack of every rank follows$"
 )
-RANK = re.compile(r"^anylaunch: hang: rank (\d+) \(node (\d+), pid (\d+)\)$")
+RANK = re.compile(r"^anylaunch: hang: rank (\d+|\?) \(node (\d+|\?), pid (\d+)\)$")
+NO_RANK = re.compile(r"^anylaunch: hang: no rank process found")
 # py-spy dump's lines: the process, the interpreter, each thread, its frames (with
 # --locals, the arguments and locals under each frame).
 _PROCESS = re.compile(r"^Process \d+: ")
@@ -42,10 +45,11 @@ MAIN_THREAD = "MainThread"
 
 @dataclass(frozen=True)
 class RankStack:
-    rank: int
-    node: int
+    rank: int | None
+    node: int | None
     pid: int
-    frame: LogLine | None  # the innermost frame of the main thread, as a line of its own
+    # The innermost frame of the main thread as a line of its own, or why there is none.
+    frame: LogLine | None
 
 
 @dataclass
@@ -76,37 +80,56 @@ def read(lines: Sequence[LogLine]) -> Hang | None:
         return None
     start = starts[-1]
     hang = Hang(int(HEADER.match(lines[start].text).group(1)), lines[start], block={start})  # type: ignore[union-attr]
-    current: tuple[int, int, int] | None = None
+    current: tuple[int | None, int | None, int] | None = None
     frame: LogLine | None = None
     in_main = in_locals = False
+    after_rank = False  # the line after a rank's header: its dump, or why there is none
     for i in range(start + 1, len(lines)):
-        text = lines[i].text
+        line = lines[i]
+        text = line.text
         rank = RANK.match(text)
         if rank:
             _close(hang, current, frame)
-            current, frame, in_main = (int(rank[1]), int(rank[2]), int(rank[3])), None, False
-        elif thread := THREAD.match(text):
+            current, frame, in_main = (
+                (_number(rank[1]), _number(rank[2]), int(rank[3])),
+                None,
+                False,
+            )
+            after_rank = True
+            hang.block.add(i)
+            continue
+        if thread := THREAD.match(text):
             in_main = thread[3] == MAIN_THREAD
         elif FRAME.match(text):
             if in_main and frame is None and current is not None:
-                frame = LogLine(
-                    text, lines[i].lineno, current[1], current[0], None, lines[i].source
-                )
+                frame = LogLine(text, line.lineno, current[1], current[0], None, line.source)
         elif _LOCALS_HEADER.match(text):
             in_locals = True
             hang.block.add(i)
             continue
+        elif after_rank and current is not None and not _PROCESS.match(text):
+            frame = LogLine(text, line.lineno, current[1], current[0], None, line.source)
         elif not (
-            _PROCESS.match(text) or _PYTHON.match(text) or (in_locals and _LOCAL.match(text))
+            _PROCESS.match(text)
+            or _PYTHON.match(text)
+            or NO_RANK.match(text)
+            or (in_locals and _LOCAL.match(text))
         ):
             break  # the report ended: what follows is the job's again
+        after_rank = False
         in_locals = in_locals and _LOCAL.match(text) is not None
         hang.block.add(i)
     _close(hang, current, frame)
     return hang
 
 
-def _close(hang: Hang, current: tuple[int, int, int] | None, frame: LogLine | None) -> None:
+def _number(text: str) -> int | None:
+    return None if text == "?" else int(text)
+
+
+def _close(
+    hang: Hang, current: tuple[int | None, int | None, int] | None, frame: LogLine | None
+) -> None:
     if current is not None:
         rank, node, pid = current
         hang.ranks.append(RankStack(rank, node, pid, frame))

@@ -710,6 +710,13 @@ RULES: list[Rule] = [
         r"\bncclCommAbort\b",
         weak=True,
     ),
+    # The hang watchdog's word for the job's end (its report in the log is read as a
+    # whole by `hang`; this line decides when the report is not in the logs read).
+    _r(
+        "HANG",
+        "anylaunch src/anylaunch/backends/local/supervisor.py, src/anylaunch/node/runtime/live.py",
+        r"\bhang: no rank wrote output for \d+s",
+    ),
     _r("CANCELLED", SLURM_STEPD, r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*"),
     _r(
         "CANCELLED",
