@@ -305,6 +305,10 @@ RULES: list[Rule] = [
         r"toomanyrequests: You have reached your pull rate limit",
         r"repository does not exist or may require",
         r"image not found|Image not found",
+        # The daemon writing a pulled layer to the node: the pull failed whatever the OS
+        # said (a full disk, an I/O error).
+        r"failed to (register|extract|apply) layer|\bApplyLayer\b|Error processing tar file",
+        r"Error pulling image",
     ),
     _r(
         "IMAGE_PULL",
@@ -372,6 +376,15 @@ RULES: list[Rule] = [
         r"\[ERROR\] Not enough space left",
         r"\[ERROR\] \S*hooks\.d/\S+ exited with return code",
     ),
+    # A FUSE daemon that could not mount its bucket (before the containers' "failed to
+    # mount").
+    _r(
+        "STORAGE",
+        "libfuse/libfuse util/fusermount.c; GoogleCloudPlatform/gcsfuse cmd/mount.go; rclone/rclone cmd/mountlib",
+        r"failed to mount FUSE|\bFUSE (fs|file ?system)\b.{0,40}(fail|error)",
+        r"\bfusermount3?: ",
+        words=("fuse", "fusermount"),
+    ),
     _r(
         "CONTAINER_MOUNT",
         "kubernetes pkg/kubelet/volumemanager, pkg/kubelet/container; NVIDIA/nvidia-container-toolkit",
@@ -419,6 +432,8 @@ RULES: list[Rule] = [
         r"Authentication (failed|required)",
         r"InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|UnrecognizedClientException",
         r"Unable to locate credentials|NoCredentialsError",
+        # Google's client libraries with no application-default credentials (Go, Python)
+        r"could not find default credentials|DefaultCredentialsError",
         r"security token included in the request is (invalid|expired)",
         r"api_key not configured|No API key configured",
         r"Permission denied \(publickey",
@@ -448,6 +463,8 @@ RULES: list[Rule] = [
         "GoogleCloudPlatform/gcsfuse, awslabs/mountpoint-s3, FUSE daemons; python/cpython errno ENOTCONN",
         r"Transport endpoint is not connected|\bENOTCONN\b|\[Errno 107\]",
         r"Error while mounting gcsfuse",
+        # gcsfuse's chain of mount errors (credentials it could not find are AUTH's, above)
+        r"\bmountWith\w+: ",
         r"\bmountpoint_s3\w*::\w+: \w+ failed",
         r"Failed to create (S3 client|mount process)|waiting for mount process",
         r"\b(gcsfuse|s3fs|mount-s3|goofys|blobfuse2?|rclone|juicefs|fusermount3?|fuse)\b: .{0,120}"
@@ -458,6 +475,7 @@ RULES: list[Rule] = [
             "enotconn",
             "errno 107",
             "gcsfuse",
+            "mountwith",
             "mountpoint_s3",
             "s3 client",
             "mount process",
