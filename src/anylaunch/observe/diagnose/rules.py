@@ -616,7 +616,11 @@ RULES: list[Rule] = [
         "NCCL_ERROR",
         "NVIDIA/nccl src/init.cc (ncclGetErrorString)",
         r"NCCL error",
-        r"nccl(Internal|UnhandledCuda|System|Remote|InvalidUsage|InvalidArgument)Error",
+        # ncclResult_t's names, and the strings ncclGetErrorString gives them (PyTorch adds
+        # "run with NCCL_DEBUG=... for details" and the NCCL version)
+        r"\bnccl(InternalError|UnhandledCudaError|SystemError|RemoteError|InvalidUsage"
+        r"|InvalidArgument)\b",
+        r"\(run with NCCL_DEBUG=\w+ for details\)",
         r"unhandled (system|cuda) error",
         r"NCCL failure \S+ '",
         r"internal error - please report this issue to the NCCL developers",
