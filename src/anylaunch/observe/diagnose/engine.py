@@ -181,7 +181,8 @@ def _hung(stuck: hang.Hang) -> Diagnosis:
     cause = f"{info.cause} for {stuck.seconds}s" + (f"; {waits}" if waits else "")
     first = None
     if odd is not None:
-        first = {"rank": odd.rank, "node": odd.node, "where": f"rank {odd.rank}, node {odd.node}"}
+        where = f"rank {_or_unknown(odd.rank)}, node {_or_unknown(odd.node)}"
+        first = {"rank": odd.rank, "node": odd.node, "where": where}
     shown = frames[:MAX_RANKS] or [stuck.header]
     return Diagnosis(
         code="HANG",
