@@ -289,8 +289,10 @@ def test_the_exit_barrier_losing_its_store_after_training_is_the_teardown():
     assert result.code == "TEARDOWN_FAILED" and result.retryable
 
 
-def test_a_hang_names_each_ranks_innermost_frame_and_the_rank_the_others_wait_for():
-    log = next(t for t in _corpus_log("hang.yaml", "HANG") if "wait_for_data" in t)
+@pytest.mark.parametrize(
+    "log", [t for t in _corpus_log("hang.yaml", "HANG") if "wait_for_data" in t]
+)  # the local backend's watchdog, and the one inside a Slurm allocation
+def test_a_hang_names_each_ranks_innermost_frame_and_the_rank_the_others_wait_for(log):
     result = diagnose_text(log, state="FAILED", exit_code=99)
     assert (result.code, result.err_class, result.retryable) == ("HANG", "ERR_INFRA", True)
     where = {(e["rank"], e["node"]): e["text"] for e in result.evidence}
@@ -340,5 +342,5 @@ def test_a_job_stopped_by_the_watchdog_is_a_hang_even_without_its_report():
     result = diagnose_text("step 1 loss 0.69\n", state="FAILED", exit_code=99, events=[detail])
     assert result.code == "HANG" and result.retryable
     # Stopped by the watchdog, the job's cancel is the hang's.
-    (log,) = (t for t in _corpus_log("hang.yaml", "HANG") if "wait_for_data" in t)
-    assert diagnose_text(log, cancel_requested=True).code == "HANG"
+    for log in (t for t in _corpus_log("hang.yaml", "HANG") if "wait_for_data" in t):
+        assert diagnose_text(log, cancel_requested=True).code == "HANG"
