@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+import yaml
 
 from anylaunch.observe.diagnose import diagnose_text
 
@@ -222,3 +224,123 @@ def test_a_teardown_abort_on_node_1_rank_2_is_named_there_with_the_abort_not_the
     assert "terminate called without an active exception" in result["cause"]
     assert (result["first_failure"]["node"], result["first_failure"]["rank"]) == (1, 2)
     assert result["evidence"] and not any("Warning" in e["text"] for e in result["evidence"])
+
+
+# --- A failure after training was over, and a hang --------------------------------------
+
+CORPUS = Path(__file__).resolve().parent / "diagnose" / "corpus"
+
+
+def _corpus_log(file: str, expect: str) -> list[str]:
+    return [c["text"] for c in yaml.safe_load((CORPUS / file).read_text()) if c["expect"] == expect]
+
+
+@pytest.mark.parametrize("log", _corpus_log("teardown.yaml", "TEARDOWN_FAILED"))
+def test_an_abort_after_every_rank_finished_is_a_retryable_teardown_failure_shown_by_its_lines(
+    log,
+):
+    result = diagnose_text(log)
+    assert (result.code, result.err_class, result.retryable) == (
+        "TEARDOWN_FAILED",
+        "ERR_INFRA",
+        True,
+    )
+    assert "training finished" in result.cause
+    assert "fix the error in the program" not in result.suggestion
+    shown = [e["text"] for e in result.evidence]
+    ends = [line for line in log.splitlines() if "training finished" in line]
+    assert len(ends) == 4 and all(end in shown for end in ends)  # every rank's last line
+    assert "terminate called without an active exception" in shown
+
+
+def test_the_same_abort_in_the_middle_of_training_or_an_exception_after_it_stays_the_programs():
+    crash, raised = _corpus_log("teardown.yaml", "USER_ERROR")
+    assert "terminate called without an active exception" in crash
+    assert "training finished" in raised  # then an exception when it saved its weights
+    for log in (crash, raised):
+        result = diagnose_text(log)
+        assert (result.code, result.retryable) == ("USER_ERROR", False)
+    # Ranks that say training is over on some nodes while another rank aborts before
+    # its own end is not the teardown either.
+    early = "[node 1] terminate called without an active exception\n[node 0] training finished\n"
+    assert diagnose_text(early + "[node 1] training finished\n").code == "USER_ERROR"
+
+
+def test_an_exception_after_training_or_a_failure_beside_the_abort_stays_its_own():
+    after = (
+        "rank 0: training finished after 10 steps\nTraceback (most recent call last):\n"
+        "FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/output/model.pt'\n"
+        "terminate called without an active exception\n"
+    )
+    assert diagnose_text(after).code == "USER_ERROR"
+    oom = "training finished\nterminate called after throwing an instance of 'std::bad_alloc'\n"
+    assert diagnose_text(oom).code == "OOM_HOST"
+    assert diagnose_text("terminate called without an active exception\n").code == "USER_ERROR"
+
+
+def test_the_exit_barrier_losing_its_store_after_training_is_the_teardown():
+    log = (
+        "[node 1] rank 2: training finished after 10 steps\n"
+        "[node 1] E1201 10:00:00.000000 311 torch/distributed/elastic/agent/server/api.py:1007]"
+        " Error waiting on exit barrier. Elapsed: 0.01 seconds\n"
+        "[node 1] torch.distributed.DistNetworkError: failed to recv, got 0 bytes\n"
+    )
+    result = diagnose_text(log, exit_code=1)
+    assert result.code == "TEARDOWN_FAILED" and result.retryable
+
+
+@pytest.mark.parametrize(
+    "log", [t for t in _corpus_log("hang.yaml", "HANG") if "wait_for_data" in t]
+)  # the local backend's watchdog, and the one inside a Slurm allocation
+def test_a_hang_names_each_ranks_innermost_frame_and_the_rank_the_others_wait_for(log):
+    result = diagnose_text(log, state="FAILED", exit_code=99)
+    assert (result.code, result.err_class, result.retryable) == ("HANG", "ERR_INFRA", True)
+    where = {(e["rank"], e["node"]): e["text"] for e in result.evidence}
+    assert where == {
+        (0, 0): "all_reduce (torch/distributed/distributed_c10d.py:3252)",
+        (1, 0): "all_reduce (torch/distributed/distributed_c10d.py:3252)",
+        (2, 1): "wait_for_data (hang.py:16)",
+        (3, 1): "all_reduce (torch/distributed/distributed_c10d.py:3252)",
+    }
+    assert (result.first_failure["rank"], result.first_failure["node"]) == (2, 1)
+    assert "rank 2 (node 1) in wait_for_data (hang.py:16)" in result.cause
+
+
+def test_the_stacks_in_a_hang_report_are_never_read_as_messages():
+    """A rank py-spy could not read, one whose rank is unknown, and frames whose names
+    are other classes' words: the report as the watchdog writes it (its own function)."""
+    from anylaunch.node.runtime import live
+
+    stack = (
+        "Process 13: python -u train.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+        'Thread 13 (idle): "MainThread"\n'
+        "    _store_based_barrier (torch/distributed/distributed_c10d.py:4242)\n"
+        "    out_of_memory_guard (train.py:9)\n    <module> (train.py:26)\n"
+    )
+    found = [
+        {
+            "rank": 0,
+            "node": 0,
+            "pid": 11,
+            "stack": None,
+            "error": "py-spy: Permission denied (os error 13)",
+        },
+        {"rank": 1, "node": 0, "pid": 13, "stack": stack, "error": None},
+        {"rank": None, "node": None, "pid": 12, "stack": None, "error": None},
+    ]
+    result = diagnose_text("step 1 loss 0.69\n" + live.hang_report(612.4, found))
+    assert result.code == "HANG" and "for 612s" in result.cause
+    assert [(e["rank"], e["node"], e["text"]) for e in result.evidence] == [
+        (0, 0, "py-spy: Permission denied (os error 13)"),
+        (1, 0, "_store_based_barrier (torch/distributed/distributed_c10d.py:4242)"),
+        (None, None, "no stack"),
+    ]
+
+
+def test_a_job_stopped_by_the_watchdog_is_a_hang_even_without_its_report():
+    detail = "hang: no rank wrote output for 612s; stopped by the watchdog"
+    result = diagnose_text("step 1 loss 0.69\n", state="FAILED", exit_code=99, events=[detail])
+    assert result.code == "HANG" and result.retryable
+    # Stopped by the watchdog, the job's cancel is the hang's.
+    for log in (t for t in _corpus_log("hang.yaml", "HANG") if "wait_for_data" in t):
+        assert diagnose_text(log, cancel_requested=True).code == "HANG"

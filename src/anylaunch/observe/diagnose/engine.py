@@ -5,11 +5,16 @@ end state and the exit code. Each line is classified by `rules`; a line no rule 
 or only a weak rule, is read for the signal or exit status it reports (`signals`).
 
 The backend's own verdict comes first when it is definitive (a TIMEOUT, PREEMPTED or
-CANCELLED state). Otherwise the strongest finding wins: a rule naming the failure
-beats a symptom, an error line beats any warning line, and among equals the class
-with the higher precedence wins (the OOM on one rank over the watchdog timeouts it
-causes on the others). Its first line names the failing rank and node; torchrun's
-"Root Cause" block of the same node supplies the rank when the lines carry none.
+CANCELLED state; a job the hang watchdog stopped is the hang's). Otherwise the
+strongest finding wins: a rule naming the failure beats a symptom, an error line beats
+any warning line, and among equals the class with the higher precedence wins (the OOM
+on one rank over the watchdog timeouts it causes on the others). Its first line names
+the failing rank and node; torchrun's "Root Cause" block of the same node supplies the
+rank when the lines carry none.
+
+Two diagnoses read the log as a whole: a hang (`hang`: the watchdog's report, every
+rank's stack) and a failure after the training was over (`teardown`: the ranks' last
+lines, then the shutdown failing), which would otherwise read as the program's.
 """
 
 from __future__ import annotations
@@ -18,14 +23,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from anylaunch.observe.diagnose import rules, signals
+from anylaunch.observe.diagnose import hang, rules, signals, teardown
 from anylaunch.observe.diagnose.classes import BY_CODE, PRECEDENCE
 from anylaunch.observe.diagnose.lines import LogLine, is_warning, parse
 
 # Backend states that are the diagnosis by themselves.
 _STATE_VERDICT = {"TIMEOUT": "TIME_LIMIT", "PREEMPTED": "PREEMPTED", "CANCELLED": "CANCELLED"}
 MAX_EVIDENCE = 5
+MAX_RANKS = 64  # a hang's evidence: one line per rank, up to this many
+MAX_ENDS = 8  # a teardown failure's evidence: the ranks' last lines, up to this many
 _WARNING = 0  # the strength of anything said on a warning line
+WATCHDOG = "anylaunch hang watchdog (py-spy dump)"
+PROGRAM_END = "the training program (training over)"
 
 
 @dataclass
@@ -98,7 +107,11 @@ def diagnose_lines(
     events: Iterable[str] = (),
 ) -> Diagnosis:
     lines = [*lines, *(LogLine(e, i, source="event") for i, e in enumerate(events, 1))]
-    found = [f for line in lines if (f := find(line)) is not None]
+    stuck = hang.read(lines)
+    stacks = stuck.block if stuck is not None else set()
+    found = [f for i, line in enumerate(lines) if i not in stacks and (f := find(line)) is not None]
+    if stuck is not None:
+        found.append(Finding(stuck.header, "HANG", rules.STRONG, WATCHDOG))
     exit_reading = signals.from_exit(exit_code)
     if exit_reading is not None:
         text = f"exit code {exit_code}"
@@ -113,12 +126,20 @@ def diagnose_lines(
         )
 
     verdict = "CANCELLED" if cancel_requested else _STATE_VERDICT.get(state or "")
+    if verdict == "CANCELLED" and stuck is not None:
+        verdict = None  # stopped by the hang watchdog: the hang is why
     if verdict:
         code = verdict
     elif found:
         code = max(found, key=lambda f: f.key).code
     else:
         code = "UNKNOWN"
+    if code == "HANG" and stuck is not None:
+        return _hung(stuck)
+    if not verdict and code in teardown.CASCADE_CLASSES:
+        ended = teardown.read(lines, found, rules.STRONG)
+        if ended is not None:
+            return _torn_down(ended, lines)
 
     # The lines naming the failure first, then its symptoms; warnings last.
     chosen = sorted((f for f in found if f.code == code), key=lambda f: -f.strength)
@@ -140,6 +161,72 @@ def diagnose_lines(
         cause=cause,
         suggestion=info.suggestion,
         evidence=[_evidence(f) for f in chosen[:MAX_EVIDENCE]],
+        first_failure=first,
+        inferred=inferred,
+    )
+
+
+def _hung(stuck: hang.Hang) -> Diagnosis:
+    """HANG: where each rank's main thread waits, one evidence line per rank."""
+    info = BY_CODE["HANG"]
+    frames = stuck.frames()
+    odd = stuck.odd_one()
+    groups: dict[str, list[LogLine]] = {}
+    for line in frames:
+        groups.setdefault(line.text, []).append(line)
+    waits = "; ".join(
+        f"{_ranks(group)} {'in' if hang.FRAME.match(text) else 'unread:'} {text}"
+        for text, group in sorted(groups.items(), key=lambda g: len(g[1]))
+    )
+    cause = f"{info.cause} for {stuck.seconds}s" + (f"; {waits}" if waits else "")
+    first = None
+    if odd is not None:
+        where = f"rank {_or_unknown(odd.rank)}, node {_or_unknown(odd.node)}"
+        first = {"rank": odd.rank, "node": odd.node, "where": where}
+    shown = frames[:MAX_RANKS] or [stuck.header]
+    return Diagnosis(
+        code="HANG",
+        err_class=info.err_class,
+        retryable=info.retryable,
+        cause=_short(cause, 400),
+        suggestion=info.suggestion,
+        evidence=[_evidence(Finding(line, "HANG", rules.STRONG, WATCHDOG)) for line in shown],
+        first_failure=first,
+    )
+
+
+def _ranks(lines: list[LogLine]) -> str:
+    named = [f"{_or_unknown(line.rank)} (node {_or_unknown(line.node)})" for line in lines]
+    return ("rank " if len(named) == 1 else "ranks ") + ", ".join(named)
+
+
+def _or_unknown(number: int | None) -> str:
+    return "?" if number is None else str(number)
+
+
+def _torn_down(ended: teardown.Teardown, lines: Sequence[LogLine]) -> Diagnosis:
+    """TEARDOWN_FAILED: the lines saying training was over, then the shutdown failing."""
+    info = BY_CODE["TEARDOWN_FAILED"]
+    failures = ended.failures
+    first = _first_failure(failures, lines)
+    where = f" on {first['where']}" if first and first.get("where") else ""
+    lead = failures[0]
+    inferred = lead.reading is not None
+    if lead.reading is not None:
+        detail = f" — inferred: {lead.reading.meaning.inference} ({_short(lead.line.text)})"
+    else:
+        detail = f": {_short(lead.line.text)}"
+    ends = [Finding(line, "TEARDOWN_FAILED", rules.WEAK, PROGRAM_END) for line in ended.ends]
+    shown = ends[:MAX_ENDS] + failures[:3]
+    order = {id(line): i for i, line in enumerate(lines)}
+    shown.sort(key=lambda f: order.get(id(f.line), len(order)))
+    return Diagnosis(
+        code="TEARDOWN_FAILED",
+        err_class=info.err_class,
+        retryable=info.retryable,
+        cause=f"{info.cause}{where}{detail}",
+        suggestion=info.suggestion,
+        evidence=[_evidence(f) for f in shown],
         first_failure=first,
         inferred=inferred,
     )

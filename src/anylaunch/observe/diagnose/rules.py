@@ -133,17 +133,6 @@ RULES: list[Rule] = [
         r"its node has died",
         r"FAILED_CONTROLLER",
     ),
-    # A host DRAM error is the node's fault; the GPU ECC ones follow below.
-    _r(
-        "NODE_FAIL",
-        "torvalds/linux mm/memory-failure.c, arch/x86/kernel/cpu/mce/core.c",
-        r"Uncorrected hardware memory error",
-        r"uncorrect(ed|able) (host |system |DRAM |main )?memory error",
-        r"\bMemory failure: 0x[0-9a-f]+",
-        r"\bMachine check events? logged\b",
-        r"mce: \[Hardware Error\]",
-        r"hardware memory corruption",
-    ),
     # --- GPU hardware and driver --------------------------------------------------------
     _r(
         "HARDWARE_GPU",
@@ -179,6 +168,30 @@ RULES: list[Rule] = [
         r"CUDA driver initialization failed",
         r"Found no NVIDIA driver on your system",
         r"forward compatibility was attempted on non supported HW",
+    ),
+    _r(
+        "HARDWARE_GPU",
+        "NVIDIA/DCGM dcgmlib/dcgm_errors.h; GPU health checks of node monitors and schedulers",
+        r"\bDCGM_FR_\w+",
+        r"\bGPU\w*?(Is)?Not ?Healthy\b",
+        r"\bGPUs?\b.{0,40}\bunhealthy\b",
+        r"gres/gpu count reported lower than configured",
+        r"\bXid\w*Error\b|\bXid=\d+",
+        r"devices unavailable for nvidia\.com/gpu|UnexpectedAdmissionError",
+        # the driver's own error lines, and a PCIe error on an NVIDIA device (vendor 0x10de)
+        r"\bNVRM: .{0,160}(fail|error|crash|fallen|lost|timeout)",
+        r"\bvendor(_id)?[: ]+0x10de\b",
+    ),
+    # A host DRAM error is the node's fault; a GPU's memory errors, above, are the GPU's.
+    _r(
+        "NODE_FAIL",
+        "torvalds/linux mm/memory-failure.c, arch/x86/kernel/cpu/mce/core.c",
+        r"Uncorrected hardware memory error",
+        r"uncorrect(ed|able) (host |system |DRAM |main )?memory error",
+        r"\bMemory failure: 0x[0-9a-f]+",
+        r"\bMachine check events? logged\b",
+        r"mce: \[Hardware Error\]",
+        r"hardware memory corruption",
     ),
     # --- Memory ---------------------------------------------------------------------------
     # Host memory errors whose names would otherwise read as a GPU's.
@@ -292,6 +305,10 @@ RULES: list[Rule] = [
         r"toomanyrequests: You have reached your pull rate limit",
         r"repository does not exist or may require",
         r"image not found|Image not found",
+        # The daemon writing a pulled layer to the node: the pull failed whatever the OS
+        # said (a full disk, an I/O error).
+        r"failed to (register|extract|apply) layer|\bApplyLayer\b|Error processing tar file",
+        r"Error pulling image",
     ),
     _r(
         "IMAGE_PULL",
@@ -302,6 +319,35 @@ RULES: list[Rule] = [
         r"Could not retrieve digest",
         r"Invalid image reference",
         r"Unsupported authentication method",
+        r"pyxis: (importer\b.{0,200}(failed|terminated|did not)|could not (wait for|call) importer"
+        r"|failed to call importer)",
+        r"\[ERROR\] Could not process JSON input",
+        r"Checksum mismatch: sha256:",
+        r"pyxis:\s+curl: \(\d+\)",
+        # mksquashfs, writing the imported image
+        r"FATAL ERROR: ?Failed to write to output filesystem|Write failed because",
+    ),
+    # An image that could not be written to the node's disk was not pulled: the disk
+    # words alone are STORAGE (below), with an image's layers, blobs or squashfs around
+    # them they are the pull's.
+    _r(
+        "IMAGE_PULL",
+        "containerd/containerd, containers/podman, moby/moby, NVIDIA/enroot (layers and images on the node's disk)",
+        r"(layer|blob|image|snapshot|overlay|containerd|docker|containers/storage|squashfs|\.sqsh|enroot|pyxis)"
+        r".{0,300}(No space left on device|Disk quota exceeded)",
+        r"(No space left on device|Disk quota exceeded).{0,300}(layer|blob|image|snapshot|\.sqsh)",
+        # tar extracting a root filesystem (an image's layer) into a full disk
+        r"\btar: (\./)?(usr|opt|etc|var|lib\w*|bin|sbin|root)/\S+: Cannot \w+: "
+        r"(No space left on device|Disk quota exceeded)",
+        words=("no space left on device", "disk quota exceeded"),
+    ),
+    _r(
+        "SUBMIT_CONFIG",
+        "NVIDIA/pyxis args.c, pyxis_slurmstepd.c (the job's container options)",
+        r"pyxis: --container-[\w-]+(: (argument required|invalid format|empty|unknown|flag must be"
+        r"|target is a directory)| specified multiple times)",
+        r"pyxis: (both --\S+ and --\S+ were specified|mount (source|target) must be)",
+        r"pyxis: (error: )?a container with name .{0,200}(does not exist|already exists|is not running)",
     ),
     _r(
         "CONTAINER_MOUNT",
@@ -314,11 +360,30 @@ RULES: list[Rule] = [
         r"pyxis: couldn't (join|get) container",
         r"pyxis: couldn't (mkdir|chown) ",
         r"container was not started successfully",
-        r"enroot-(mount|nsenter|switchroot|aufs2ovlfs)\S*:",
+        # pyxis setting up the container, and the node's pyxis configuration
+        r"pyxis: (slurmd: |epilog: )?(couldn't|could not|unable to|failed to|fork error"
+        r"|seccomp filter failed|a previous task terminated|child \d+ terminated)",
+        r"pyxis: (unknown configuration option|\w+: (invalid value|path too long))",
+        # enroot: its tools, its script, its runtime folders and its hooks
+        r"\benroot-[a-z0-9]+\S*: ",
+        r"/enroot: line \d+: ",
+        r"cannot create directory .{0,2}(/run/(user|enroot|pyxis)|[^'’\s]*(enroot|pyxis))",
         r"\[ERROR\] Failed to mount",
-        r"\[ERROR\] No such file or directory: \S*(rootfs|enroot|pyxis)",
+        r"\[ERROR\] (No such file or directory|Invalid argument|Invalid image format|File already exists"
+        r"|Command not found|Could not acquire|Could not change directory|Could not find kernel"
+        r"|Missing directive|Process not found|Unsupported architecture|Unknown \w+ (driver capability"
+        r"|device id))",
         r"\[ERROR\] Not enough space left",
         r"\[ERROR\] \S*hooks\.d/\S+ exited with return code",
+    ),
+    # A FUSE daemon that could not mount its bucket (before the containers' "failed to
+    # mount").
+    _r(
+        "STORAGE",
+        "libfuse/libfuse util/fusermount.c; GoogleCloudPlatform/gcsfuse cmd/mount.go; rclone/rclone cmd/mountlib",
+        r"failed to mount FUSE|\bFUSE (fs|file ?system)\b.{0,40}(fail|error)",
+        r"\bfusermount3?: ",
+        words=("fuse", "fusermount"),
     ),
     _r(
         "CONTAINER_MOUNT",
@@ -332,7 +397,7 @@ RULES: list[Rule] = [
         r"OCI runtime (create|exec) failed",
         r"failed to create shim task",
         r"FailedCreatePodSandBox|Failed to create pod sandbox",
-        r"nvidia-container-cli: (mount|initialization|container) error",
+        r"nvidia-container-cli: \w+ error",
         r"couldn't start container|container start failed",
         r"could not select device driver",
     ),
@@ -367,6 +432,8 @@ RULES: list[Rule] = [
         r"Authentication (failed|required)",
         r"InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|UnrecognizedClientException",
         r"Unable to locate credentials|NoCredentialsError",
+        # Google's client libraries with no application-default credentials (Go, Python)
+        r"could not find default credentials|DefaultCredentialsError",
         r"security token included in the request is (invalid|expired)",
         r"api_key not configured|No API key configured",
         r"Permission denied \(publickey",
@@ -388,6 +455,38 @@ RULES: list[Rule] = [
         r"PytorchStreamReader failed reading",
         r"SafetensorError|MetadataIncompleteBuffer",
         r"unexpected EOF, expected \d+ more bytes",
+    ),
+    # A bucket mounted as a folder (FUSE): the daemon's own errors, and what a program
+    # reads from a mount whose daemon died (ENOTCONN).
+    _r(
+        "STORAGE",
+        "GoogleCloudPlatform/gcsfuse, awslabs/mountpoint-s3, FUSE daemons; python/cpython errno ENOTCONN",
+        r"Transport endpoint is not connected|\bENOTCONN\b|\[Errno 107\]",
+        r"Error while mounting gcsfuse",
+        # gcsfuse's chain of mount errors (credentials it could not find are AUTH's, above)
+        r"\bmountWith\w+: ",
+        r"\bmountpoint_s3\w*::\w+: \w+ failed",
+        r"Failed to create (S3 client|mount process)|waiting for mount process",
+        r"\b(gcsfuse|s3fs|mount-s3|goofys|blobfuse2?|rclone|juicefs|fusermount3?|fuse)\b: .{0,120}"
+        r"(error|fail|denied|not connected|stale|cannot|could not|unable|not enough|only allowed"
+        r"|not allowed)",
+        words=(
+            "transport endpoint",
+            "enotconn",
+            "errno 107",
+            "gcsfuse",
+            "mountwith",
+            "mountpoint_s3",
+            "s3 client",
+            "mount process",
+            "s3fs",
+            "mount-s3",
+            "goofys",
+            "blobfuse",
+            "rclone",
+            "juicefs",
+            "fuse",
+        ),
     ),
     # --- Network setup ----------------------------------------------------------------------
     _r(
@@ -456,6 +555,41 @@ RULES: list[Rule] = [
         r"Unable to create step for job",
         r"Reason=\(?(ReqNodeNotAvail|PartitionNodeLimit)",
     ),
+    # The family in other launchers' and clouds' words: capacity or quota that is not
+    # there, offers that all failed, requests nothing can place.
+    _r(
+        "NO_CAPACITY",
+        "dstackai/dstack; aws/sagemaker-python-sdk; ray-project/ray autoscaler; kubernetes-sigs/kueue",
+        r"\b(no|not (having |have )?enough|insufficient|out of|lack of|unable to (provision|acquire|allocate))"
+        r"\b[\w\s/.-]{0,40}\bcapacity\b",
+        r"\b(insufficient|exceed\w*|exhausted)\b.{0,40}\bquota\b",
+        r"NO_CAPACITY\b|\bNoCapacity\w*|CapacityError\b",
+        r"\bno offers\b",
+        r"\b\w*(Instance|Vcpu|Resource)(Limit|Count)Exceeded\b",
+        r"No available node types can fulfill",
+        r"(request|pod|task|job)s? (cannot|can't|could not) be scheduled",
+        r"\bcapacity (issue|constraint|error|shortage)s?\b|\bout of stock\b",
+        r"\bquota\b.{0,60}\b(exceeded|exhausted)\b|\bquota of \d+\b.{0,200}\b(cannot|is less than)\b",
+        r"Exceeds\w*Quota\b",
+        r"\b(is|are) currently unavailable\b",
+        r"\bNo (\S+ )?instances (are )?available\b",
+        r"not supported in (your|the) requested (Availability Zone|zone|region)",
+        r"\bOverconstrained\w*\b",
+        words=(
+            "capacity",
+            "quota",
+            "offers",
+            "limitexceeded",
+            "countexceeded",
+            "node types",
+            "be scheduled",
+            "out of stock",
+            "currently unavailable",
+            "instances",
+            "requested",
+            "overconstrained",
+        ),
+    ),
     # --- Collectives: the timeout before the error, so a watchdog timeout wrapped in a
     # DistBackendError stays a timeout.
     _r(
@@ -482,7 +616,11 @@ RULES: list[Rule] = [
         "NCCL_ERROR",
         "NVIDIA/nccl src/init.cc (ncclGetErrorString)",
         r"NCCL error",
-        r"nccl(Internal|UnhandledCuda|System|Remote|InvalidUsage|InvalidArgument)Error",
+        # ncclResult_t's names, and the strings ncclGetErrorString gives them (PyTorch adds
+        # "run with NCCL_DEBUG=... for details" and the NCCL version)
+        r"\bnccl(InternalError|UnhandledCudaError|SystemError|RemoteError|InvalidUsage"
+        r"|InvalidArgument)\b",
+        r"\(run with NCCL_DEBUG=\w+ for details\)",
         r"unhandled (system|cuda) error",
         r"NCCL failure \S+ '",
         r"internal error - please report this issue to the NCCL developers",
@@ -517,6 +655,15 @@ RULES: list[Rule] = [
         r"Transport retry counter exceeded|IBV_WC_RETRY_EXC_ERR|Local protection error",
         r"NET/(Plugin|OFI|Socket).{0,40}(error|fail)",
     ),
+    # "NCCL WARN" is how NCCL reports a fatal error, whatever words follow (an interface,
+    # an address, a connection): the rules above name the NCCL errors of other classes
+    # (its shared memory, CUDA's out of memory, its timeouts).
+    _r(
+        "NCCL_ERROR",
+        "NVIDIA/nccl src/debug.cc (WARN level; before 2.4: file.h:line WARN)",
+        r"\bNCCL WARN\b",
+        r"\.(h|cc|cu|cpp):\d+ WARN\b",
+    ),
     _r(
         "RDZV_FAILED",
         C10D_SOCKET + ", torch/csrc/distributed/c10d/TCPStore.cpp",
@@ -540,11 +687,12 @@ RULES: list[Rule] = [
     ),
     _r(
         "RDZV_FAILED",
-        ELASTIC,
+        ELASTIC + "; torch/distributed/elastic/agent/server/api.py (_exit_barrier)",
         r"Rendezvous\w*Error",
         r"\brendezvous\b.{0,80}(fail|timed? ?out|closed|not (reachable|complete))",
         r"The node '\S+' has failed to (shutdown|join)",
         r"C10d store has failed",
+        r"Error waiting on exit barrier",
     ),
     # Host and address failures when resolving MASTER_ADDR.
     _r(
@@ -574,8 +722,6 @@ RULES: list[Rule] = [
         r"Connection reset by peer",
         r"Broken pipe",
     ),
-    # "NCCL WARN" is how NCCL reports its errors; the lines above say which.
-    _r("NCCL_ERROR", "NVIDIA/nccl src/debug.cc (WARN level)", r"NCCL WARN", weak=True),
     # Wrappers and aftermath of a collective failure: the line that caused them decides.
     _r(
         "NCCL_ERROR",
@@ -585,6 +731,13 @@ RULES: list[Rule] = [
         r"ProcessGroupNCCL is aborting|Process group watchdog thread terminated",
         r"\bncclCommAbort\b",
         weak=True,
+    ),
+    # The hang watchdog's word for the job's end (its report in the log is read as a
+    # whole by `hang`; this line decides when the report is not in the logs read).
+    _r(
+        "HANG",
+        "anylaunch src/anylaunch/backends/local/supervisor.py, src/anylaunch/node/runtime/live.py",
+        r"\bhang: no rank wrote output for \d+s",
     ),
     _r("CANCELLED", SLURM_STEPD, r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*"),
     _r(
