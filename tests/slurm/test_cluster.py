@@ -178,8 +178,9 @@ def test_job_exiting_3_ends_failed_with_exit_code_3(cli_inproc, write):
     # Accounting (sacct, used once slurmctld forgets the job) agrees with squeue, once
     # slurmctld has told slurmdbd: that message is sent after the job ends, not with it.
     row = wait_until(
-        lambda: (r := commands.sacct([job["native_id"]])[job["native_id"]]).state != "PENDING"
-        and r,
+        lambda: (
+            (r := commands.sacct([job["native_id"]])[job["native_id"]]).state != "PENDING" and r
+        ),
         60,
         "the job's end in accounting",
     )
