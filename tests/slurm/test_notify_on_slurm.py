@@ -1,0 +1,46 @@
+"""`notify:` on Slurm: the job announces its own end from inside its allocation, with
+nothing of ours running on the submit side, and the next poll records its receipt."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from tests.helpers import wait_until
+from tests.notify.receiver import Receiver
+
+pytestmark = pytest.mark.usefixtures("leave_no_job_behind")
+
+
+def test_a_detached_slurm_job_announces_its_own_end_once(cli_inproc, write, home):
+    receiver = Receiver(refuse=1)
+    try:
+        env = {"NOTIFY_URL": receiver.url, "HF_TOKEN": "hf_slurm_notify_5ecret"}
+        path = write(
+            "name: self-announced\nlauncher: none\n"
+            "command: bash -c 'echo $HF_TOKEN; exit 3'\n"
+            'env: {HF_TOKEN: "${HF_TOKEN}"}\n'
+            "notify:\n  - url: ${NOTIFY_URL}\n    on: [FAILED]\nslurm: {}\n"
+        )
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in env.items():
+                patch.setenv(name, value)
+            job = cli_inproc("run", str(path), "--detach", "--json").json()
+        # No command runs until the receiver has the message: the job sent it.
+        wait_until(lambda: receiver.accepted(), 120, "the job's own announcement")
+        (message,) = receiver.accepted()
+        assert f"FAILED: job self-announced ({job['id']}) on slurm" in message["text"]
+        assert "exit code 3" in message["text"] and "hf_slurm_notify_5ecret" not in str(message)
+        wait_until(
+            lambda: cli_inproc("status", job["id"], "--json").json()["state"] == "FAILED",
+            120,
+            "the end in the store",
+        )
+        db = sqlite3.connect(home / "jobs.db")
+        assert db.execute("SELECT status, by, state FROM notifications").fetchall() == [
+            ("sent", "job", "FAILED")
+        ]
+        assert cli_inproc("ps").rc == 0 and len(receiver.accepted()) == 1
+        assert len(receiver.tries) == 2
+    finally:
+        receiver.close()
