@@ -11,14 +11,11 @@ Each target is claimed in the store before it is sent (`Store.claim_notification
 two commands seeing one end make one announcement. A sender that dies between sending
 and recording leaves the claim to be taken again: the message is sent again with the
 same idempotency key — at least once, and never lost silently.
-
-    python -m anylaunch.observe.notify JOB_ID   # what a local job's supervisor runs
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -119,23 +116,3 @@ def facts(record: JobRecord, diagnose: Callable[[JobRecord], Diagnosis | None]) 
         elif record.detail:
             out["note"] = record.detail
     return out
-
-
-def main(argv: list[str]) -> int:
-    """A local job's supervisor, once the job's end is stored: announce it now."""
-    from anylaunch.observe.watch import Job
-
-    store = Store()
-    record = store.get(argv[0])
-    announce(
-        store,
-        [record],
-        lambda r: Job(r, store).diagnose(),
-        tries=SUPERVISOR_TRIES,
-        by="supervisor",
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

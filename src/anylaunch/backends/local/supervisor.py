@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 # only the ending of a job needs those.
 
 ENTRY = "anylaunch.backends.local.supervisor"
-NOTIFY_ENTRY = "anylaunch.observe.notify"
+NOTIFY_ENTRY = "anylaunch.observe.announce"
 # Four tries with waits of 1, 2 and 4 s, each at most the webhook's or command's timeout.
 _NOTIFY_TIMEOUT_S = 180.0
 # Pids of the nodes the submitting process already started (see `start.py`), in rank order.

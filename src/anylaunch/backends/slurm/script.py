@@ -221,20 +221,19 @@ def setup(job: Job) -> list[str]:
     folder = checkpoint.checkpoint_dir(spec)
     if spec.notify:
         out.append("anylaunch_started=$(date +%s)  # for the duration that notify: reports")
-    if job.staging or folder or spec.watchdog is not None or spec.notify:
-        first = (
-            "resume"
-            if folder
-            else "stage-in"
-            if job.staging
-            else "watchdog"
-            if spec.watchdog is not None
-            else "notify"
-        )
+    if job.staging or folder or spec.watchdog is not None:
+        first = "resume" if folder else "stage-in" if job.staging else "watchdog"
         out += [
             "",
             "# The in-job runtime (resume, staging), carried in this script.",
             runtime.write_shell(RUNTIME_WORD, None, first, job.stage_python),
+        ]
+    elif spec.notify:
+        out += [
+            "",
+            "# The in-job runtime, for notify: alone (without python3 here, the next poll",
+            "# on the submitting side announces the job's end).",
+            runtime.write_shell(RUNTIME_WORD, None, "notify", job.stage_python, needed=False),
         ]
     out += ["", *_resume(job)]
     if job.staging:
@@ -455,7 +454,7 @@ def _notify(job: Job) -> list[str]:
     ]  # fmt: skip
     return [
         "# notify: the job announces its own end; its failure never changes the job's.",
-        f"{words(argv)} || true",
+        f"[ -f {RUNTIME_WORD} ] && {words(argv)} || true",
     ]
 
 
