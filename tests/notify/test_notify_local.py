@@ -50,7 +50,15 @@ def test_a_detached_job_that_fails_is_announced_once_with_its_diagnosis(cli, wri
 
     # Every later command sees it announced: nothing is sent again.
     assert cli("ps", env=env).rc == 0
-    assert cli("status", job["id"], env=env).rc == 0
+    status = cli("status", job["id"], "--json", env=env).json()
+    (note,) = status["notifications"]
+    assert (note["status"], note["by"], note["state"], note["tries"]) == (
+        "sent",
+        "supervisor",
+        "FAILED",
+        1,
+    )
+    assert "notify  0: sent by supervisor  FAILED" in cli("status", job["id"], env=env).out
     assert len(receiver.tries) == 3
     db = sqlite3.connect(home / "jobs.db")
     assert db.execute("SELECT status, by, tries FROM notifications").fetchall() == [

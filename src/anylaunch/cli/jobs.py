@@ -84,6 +84,13 @@ def status(job_id: str, as_json: bool) -> None:
     job_detail(summary)
     for report in summary.get("reports", []):
         click.echo(f"    report  {report}")
+    for note in summary.get("notifications", []):
+        said = f"  {note['state']}" if note["state"] else ""
+        by = f" by {note['by']}" if note["by"] else ""
+        error = (
+            f"  (last try: {note['error']})" if note["error"] and note["status"] != "sent" else ""
+        )
+        click.echo(f"    notify  {note['id'].rsplit('/', 1)[1]}: {note['status']}{by}{said}{error}")
 
 
 @click.command()

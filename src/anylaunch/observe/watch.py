@@ -292,6 +292,13 @@ class Job:
     def events(self) -> list[dict[str, Any]]:
         return self._store.events(self.id)
 
+    def notifications(self) -> list[dict[str, Any]]:
+        """Each `notify:` target's announcement of the job's end, as the store has it."""
+        return [
+            {"id": f"{self.id}/notify/{n.pop('target')}", "kind": "notification", **n}
+            for n in self._store.notifications(self.id)
+        ]
+
     def diagnose(self) -> Diagnosis:
         """Why the job failed (or is failing): from its state, exit code, backend events
         and the logs of every node."""
