@@ -97,3 +97,16 @@ def test_what_the_supervisor_could_not_deliver_the_next_command_delivers_once(cl
         ]
     finally:
         down.close()
+
+
+def test_an_attached_run_and_the_supervisor_announce_once_between_them(cli, write, receiver):
+    # `run` waits and polls too: whichever claims first, the receiver hears once, and a
+    # refusal met by `run` (which then exits) is retried by the supervisor.
+    env = {"HF_TOKEN": TOKEN, "NOTIFY_URL": receiver.url}
+    result = cli("run", str(write(FAILING)), "--json", env=env)
+    assert result.rc == 1
+    wait_until(lambda: receiver.accepted(), 60, "the announcement")
+    assert [t["status"] for t in receiver.tries] == [503, 503, 200]
+    status = cli("status", result.json()["id"], "--json", env=env).json()
+    assert [n["status"] for n in status["notifications"]] == ["sent"]
+    assert len(receiver.tries) == 3

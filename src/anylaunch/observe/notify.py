@@ -16,9 +16,11 @@ same idempotency key — at least once, and never lost silently.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from anylaunch.errors import AnylaunchError
 from anylaunch.jobfile.secrets import mask, secret_values
 from anylaunch.node.runtime import notify as wire
 from anylaunch.state import State
@@ -40,7 +42,12 @@ def announce(
     tries: int = 1,
     by: str = "command",
 ) -> None:
-    """Announce every ended job of `records` whose announcements are not all made."""
+    """Announce every ended job of `records` whose announcements are not all made.
+
+    With `tries` above one the caller may wait (a local job's supervisor): it waits out
+    a backoff a command left, then tries that many times. A command tries once, and a
+    receiver's trouble never fails the command: the store keeps the error.
+    """
     ended = [r.id for r in records if r.state.terminal]
     for job_id in store.pending_notifications(ended):
         _announce(store, store.get(job_id), diagnose, tries, by)
@@ -57,9 +64,10 @@ def _announce(
     secrets = secret_values(record.plan.get("secret_env", []))
     payload: dict[str, Any] | None = None
     for index, target in enumerate(record.spec.get("notify") or []):
-        claim = store.claim_notification(record.id, index)
+        claim = store.claim_notification(record.id, index, patient=tries > 1)
         if claim is None:
             continue
+        time.sleep(claim.wait_s)
         try:
             receipt = wire.read_receipt(record.job_dir, index)
             if receipt is not None:  # the job announced its own end
@@ -72,6 +80,10 @@ def _announce(
                 payload = wire.message(facts(record, diagnose), lambda t: mask(t, secrets))
             key = wire.key(record.id, index, state)
             error = wire.send_with_backoff(wire_target(target), payload, key, os.environ, tries)
+        except (AnylaunchError, OSError) as exc:
+            # The message could not be made (the backend, asked for its word on the
+            # end, did not answer; a log could not be read): tried again later.
+            error = f"the message could not be made: {exc}"
         except BaseException:
             store.notification_failed(claim, state, "the sender stopped before it was sent")
             raise

@@ -24,6 +24,7 @@ class Claim:
     job_id: str
     target: int
     tries: int  # this one included
+    wait_s: float = 0.0  # a patient claim: the backoff left before it may send
 
 
 class NotificationTables(Tables):
@@ -41,9 +42,14 @@ class NotificationTables(Tables):
         ).fetchall()
         return [row["job_id"] for row in rows]
 
-    def claim_notification(self, job_id: str, target: int) -> Claim | None:
+    def claim_notification(
+        self, job_id: str, target: int, *, patient: bool = False
+    ) -> Claim | None:
         """Take the target's announcement for this process, or None: made already, given
-        up, being made by a live process, or waiting out its backoff.
+        up, being made by a live process, or waiting out its backoff — unless `patient`:
+        a process that may wait (a local job's supervisor) takes it anyway and waits out
+        the backoff itself (`Claim.wait_s`), so a command that tried once and went away
+        does not leave the announcement to the next command.
 
         The claim is written before anything is sent (like a resubmission's), so two
         commands that poll one ended job at once cannot both send. A row left `sending`
@@ -60,7 +66,8 @@ class NotificationTables(Tables):
                 return None
             if row["status"] == "sending" and alive(json.loads(row["sender"] or "null")):
                 return None
-            if row["next_at"] > time.time():
+            wait_s = max(0.0, row["next_at"] - time.time())
+            if wait_s and not patient:
                 return None
             tries = row["tries"] + 1
             db.execute(
@@ -68,7 +75,7 @@ class NotificationTables(Tables):
                 " WHERE job_id = ? AND target = ?",
                 (tries, json.dumps(this_process()), job_id, target),
             )
-        return Claim(job_id, target, tries)
+        return Claim(job_id, target, tries, wait_s)
 
     def notification_sent(self, claim: Claim, state: str, by: str) -> None:
         """The receiver took it (or the job itself says it delivered it: a receipt)."""
