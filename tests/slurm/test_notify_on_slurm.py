@@ -44,3 +44,35 @@ def test_a_detached_slurm_job_announces_its_own_end_once(cli_inproc, write, home
         assert len(receiver.tries) == 2
     finally:
         receiver.close()
+
+
+def test_a_slurm_job_that_cannot_announce_itself_is_announced_by_the_next_command(
+    cli_inproc, write, home
+):
+    # A cancelled job's batch shell is killed with it: no receipt, so the command that
+    # sees the end announces it, once, with the diagnosis.
+    receiver = Receiver()
+    try:
+        path = write(
+            "name: stopped\nlauncher: none\ncommand: sleep 300\n"
+            "notify:\n  - url: ${NOTIFY_URL}\n    on: [CANCELLED]\nslurm: {}\n"
+        )
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("NOTIFY_URL", receiver.url)
+            job = cli_inproc("run", str(path), "--detach", "--json").json()
+            wait_until(
+                lambda: cli_inproc("status", job["id"], "--json").json()["state"] == "RUNNING",
+                60,
+                "the job running",
+            )
+            assert cli_inproc("cancel", job["id"], "--json").json()["state"] == "CANCELLED"
+            wait_until(lambda: receiver.accepted(), 30, "the command's announcement")
+            assert cli_inproc("ps").rc == 0
+        (message,) = receiver.accepted()
+        assert f"CANCELLED: job stopped ({job['id']}) on slurm" in message["text"]
+        db = sqlite3.connect(home / "jobs.db")
+        assert db.execute("SELECT status, by FROM notifications").fetchall() == [
+            ("sent", "command")
+        ]
+    finally:
+        receiver.close()
