@@ -31,6 +31,9 @@ def test_a_detached_slurm_job_announces_its_own_end_once(cli_inproc, write, home
         (message,) = receiver.accepted()
         assert f"FAILED: job self-announced ({job['id']}) on slurm" in message["text"]
         assert "exit code 3" in message["text"] and "hf_slurm_notify_5ecret" not in str(message)
+        body = message["blocks"][0]["text"]["text"]
+        assert f"Why: anylaunch diagnose {job['id']}" in body
+        assert "[node 0] ***" in body  # its last line, the secret it printed masked
         wait_until(
             lambda: cli_inproc("status", job["id"], "--json").json()["state"] == "FAILED",
             120,

@@ -445,6 +445,7 @@ def _notify(job: Job) -> list[str]:
         "name": job.name,
         "backend": "slurm",
         "secrets": sorted({*job.spec.secret_env(), *job.section.secret_env()}),
+        "secret_pattern": name_pattern(),
     }
     argv: list[Word] = [
         job.stage_python, *runtime.FLAGS, Sh(RUNTIME_WORD), "notify",

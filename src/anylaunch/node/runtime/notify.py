@@ -162,15 +162,21 @@ def read_receipt(job_dir: str, target: int) -> dict[str, Any] | None:
     return None
 
 
-def _masker(names: Sequence[str], environ: Mapping[str, str]) -> Callable[[str], str]:
-    values = sorted({environ[n] for n in names if len(environ.get(n) or "") >= 4}, key=len)
-
-    def mask(text: str) -> str:
-        for value in reversed(values):
-            text = text.replace(value, "***")
-        return text
-
-    return mask
+def _last_lines(job_dir: str, lines: int = 3, nodes: int = 4) -> list[str]:
+    """The last lines of the first nodes' logs: what a failed job printed last, as
+    evidence where no diagnosis can run (read as bytes: a job may print anything)."""
+    out: list[str] = []
+    for node in range(nodes):
+        try:
+            with open(os.path.join(job_dir, "logs", f"node-{node}.log"), "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - 4096))
+                tail = handle.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            break
+        kept = [line.strip()[:300] for line in tail if line.strip()][-lines:]
+        out += [f"[node {node}] {line}" for line in kept]
+    return out
 
 
 def in_job(argv: Sequence[str]) -> int:
@@ -188,12 +194,16 @@ def in_job(argv: Sequence[str]) -> int:
         duration_s=time.time() - started if started else None,
         attempt=os.environ.get("ANYLAUNCH_ATTEMPT") or 1,
     )
-    if state == "FAILED":
-        facts["note"] = f"Why: anylaunch diagnose {facts['id']}"
-    mask = _masker(
-        [*facts.pop("secrets", []), *(t.get("url_env", "") for t in targets)], os.environ
-    )
-    payload = message(facts, mask)
+    from .live import mask, secret_values  # the masking of what a live job prints
+
+    names = [*facts.pop("secrets", []), *(t.get("url_env", "") for t in targets)]
+    hidden = secret_values(dict(os.environ), names, facts.pop("secret_pattern", None))
+    if state == "FAILED":  # diagnosis runs where anylaunch is installed: its evidence here
+        last = "\n".join(_last_lines(job_dir))
+        facts["note"] = f"Why: anylaunch diagnose {facts['id']}" + (
+            f"\nLast lines:\n```{last}```" if last else ""
+        )
+    payload = message(facts, lambda text: mask(text, hidden))
     for index, target in enumerate(targets):
         if state not in target.get("on", []):
             continue
