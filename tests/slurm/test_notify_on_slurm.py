@@ -4,6 +4,7 @@ nothing of ours running on the submit side, and the next poll records its receip
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 from tests.helpers import wait_until
@@ -73,6 +74,37 @@ def test_a_slurm_job_that_cannot_announce_itself_is_announced_by_the_next_comman
             assert cli_inproc("ps").rc == 0
         (message,) = receiver.accepted()
         assert f"CANCELLED: job stopped ({job['id']}) on slurm" in message["text"]
+        db = sqlite3.connect(home / "jobs.db")
+        assert db.execute("SELECT status, by FROM notifications").fetchall() == [
+            ("sent", "command")
+        ]
+    finally:
+        receiver.close()
+
+
+def test_what_a_slurm_job_could_not_deliver_the_next_command_delivers(cli_inproc, write, home):
+    receiver = Receiver(refuse=1000)  # down while the job tries at its end
+    try:
+        path = write(
+            "name: unheard\nlauncher: none\ncommand: bash -c 'exit 4'\n"
+            "notify:\n  - url: ${NOTIFY_URL}\n    on: [FAILED]\nslurm: {}\n"
+        )
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("NOTIFY_URL", receiver.url)
+            job = cli_inproc("run", str(path), "--detach", "--json").json()
+            wait_until(lambda: len(receiver.tries) == 4, 120, "the job's four tries")
+            receiver.refuse = 0
+            wait_until(
+                lambda: cli_inproc("status", job["id"], "--json").json()["state"] == "FAILED",
+                120,
+                "the end in the store",
+            )
+            wait_until(lambda: cli_inproc("ps").rc == 0 and receiver.accepted(), 30, "a resend")
+        (message,) = receiver.accepted()
+        assert f"FAILED: job unheard ({job['id']}) on slurm" in message["text"]
+        assert "exit code 4" in message["text"]
+        log = (Path(job["job_dir"]) / "logs" / "node-0.log").read_text()
+        assert "anylaunch: notify target 0: webhook answered HTTP 503" in log
         db = sqlite3.connect(home / "jobs.db")
         assert db.execute("SELECT status, by FROM notifications").fetchall() == [
             ("sent", "command")

@@ -212,5 +212,5 @@ def in_job(argv: Sequence[str]) -> int:
         if error is None:
             write_receipt(job_dir, index, state, idem)
         else:  # the submitting side tries again at its next poll
-            sys.stderr.write(f"anylaunch: notify target {index}: {mask(error)}\n")
+            sys.stderr.write(f"anylaunch: notify target {index}: {mask(error, hidden)}\n")
     return 0
