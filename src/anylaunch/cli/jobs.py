@@ -4,6 +4,8 @@ models."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from anylaunch.cli.output import JSON, emit_json, handles_errors, show_workflow
@@ -84,6 +86,21 @@ def status(job_id: str, as_json: bool) -> None:
     job_detail(summary)
     for report in summary.get("reports", []):
         click.echo(f"    report  {report}")
+    for announced in summary.get("notifications", []):
+        click.echo(f"    notify  {_notification(announced)}")
+
+
+def _notification(note: dict[str, Any]) -> str:
+    """One `notify:` target's line: `0: sent by supervisor  FAILED`."""
+    target = note["id"].rsplit("/", 1)[1]
+    line = f"{target}: {note['status']}"
+    if note["by"]:
+        line += f" by {note['by']}"
+    if note["state"]:
+        line += f"  {note['state']}"
+    if note["error"] and note["status"] != "sent":
+        line += f"  (last try: {note['error']})"
+    return line
 
 
 @click.command()

@@ -197,6 +197,9 @@ def job_status(job_id: str) -> dict[str, Any]:
     reports = profile_reports(job.record)
     if reports:
         summary["reports"] = reports
+    notifications = job.notifications()
+    if notifications:
+        summary["notifications"] = notifications
     return summary
 
 

@@ -90,12 +90,34 @@ class Event(_Out):
     detail: str | None
 
 
+class Notification(_Out):
+    """One target of the job file's `notify:`: whether the job's end was announced there."""
+
+    id: str = Field(description="the job id and the target's place in notify: JOB/notify/0")
+    kind: Literal["notification"]
+    status: Literal["pending", "sending", "sent", "skipped", "failed"] = Field(
+        description="pending: not yet (or tried again after a wait); skipped: the job ended"
+        " in a state the target does not ask about; failed: given up after the last try"
+    )
+    state: State | None = Field(description="the end announced (or to announce)")
+    tries: int
+    error: str | None = Field(description="why the last try failed (never the URL)")
+    sent_at: float | None
+    by: Literal["supervisor", "job", "command"] | None = Field(
+        description="who sent it: a local job's supervisor, the job itself (Slurm), or a"
+        " command that polled it"
+    )
+
+
 class JobStatus(JobSummary):
     """`status JOB`: the summary plus its state history and profiling reports."""
 
     events: list[Event]
     reports: list[str] | None = Field(
         default=None, description="Nsight Systems reports written so far"
+    )
+    notifications: list[Notification] | None = Field(
+        default=None, description="the job file's notify: targets, each with its announcement"
     )
 
 

@@ -21,7 +21,7 @@ from anylaunch.backends.section import Sized
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile import automodel, interpolate, limits, overrides
 from anylaunch.jobfile.pins import Pins
-from anylaunch.jobfile.spec import JobSpec, section_model
+from anylaunch.jobfile.spec import URL_REFERENCE, JobSpec, section_model
 from anylaunch.jobfile.yamlsrc import KeyPath, Located, format_path, parse, text_keys
 
 # Top-level keys the launcher owns, besides each backend's section (`launcher_keys`);
@@ -127,6 +127,7 @@ def from_located(
 
     data = overrides.apply(located, data, list(overrides_), fill)
     _check_top_level(located, data)
+    _webhook_references(located, data)
 
     owned = launcher_keys()
     launcher_part = {k: text_keys(v) for k, v in data.items() if k in owned}
@@ -145,6 +146,27 @@ def from_located(
     _check_sizes(located, spec)
     spec = automodel.with_defaults(spec, environ)
     return spec
+
+
+def _webhook_references(located: Located, data: dict[str, Any]) -> None:
+    """Put back each `notify:` webhook URL as written (`${NAME}`), after expansion
+    checked that NAME is set: the URL is a secret, kept by name like the job's own."""
+    written = located.data.get("notify") if isinstance(located.data, dict) else None
+    targets = data.get("notify")
+    if not isinstance(targets, list) or not isinstance(written, list):
+        return
+    for i, target in enumerate(targets):
+        if not isinstance(target, dict) or "url" not in target or i >= len(written):
+            continue
+        raw = written[i].get("url") if isinstance(written[i], dict) else None
+        if not (isinstance(raw, str) and URL_REFERENCE.fullmatch(raw)):
+            raise located.error(
+                ("notify", i, "url"),
+                "a webhook URL is a secret (whoever has it may post) and would be stored"
+                " in the clear",
+                "write url: ${SLACK_WEBHOOK_URL} and export SLACK_WEBHOOK_URL=...",
+            )
+        target["url"] = raw
 
 
 def _with_recipe_secrets(

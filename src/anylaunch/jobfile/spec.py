@@ -9,6 +9,7 @@ through the backend registry; routing picks one of them. Sizes have a neutral sp
 from __future__ import annotations
 
 import functools
+import os
 import re
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
@@ -197,6 +198,48 @@ class Snapshot(Strict):
         return {"enabled": value} if isinstance(value, bool) else value
 
 
+# A reference to an environment variable, the one way a webhook URL is written.
+URL_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class NotifyTarget(Strict):
+    """Where a job's end is announced: a webhook that takes a Slack incoming webhook's
+    JSON, or a shell command that reads the same JSON on its standard input.
+
+    A webhook URL is a bearer secret (whoever has it may post): it is written as the
+    reference `${NAME}` and travels like the job's secrets, by name only.
+    """
+
+    on: list[Literal["SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN"]] = Field(min_length=1)
+    url: str | None = None
+    command: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _on_key(cls, data: Any) -> Any:
+        # YAML 1.1 reads the key `on` as the boolean true (written back as "true").
+        if isinstance(data, dict) and "true" in data and "on" not in data:
+            data = {("on" if k == "true" else k): v for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _one_target(self) -> NotifyTarget:
+        if (self.url is None) == (self.command is None):
+            raise ValueError("give exactly one of url: (a webhook) or command: (a shell line)")
+        if self.url is not None and not URL_REFERENCE.fullmatch(self.url):
+            raise ValueError(
+                "a webhook URL is a secret: write it as url: ${SLACK_WEBHOOK_URL} and export"
+                " SLACK_WEBHOOK_URL"
+            )
+        return self
+
+    @property
+    def url_env(self) -> str | None:
+        """The environment variable holding the webhook URL."""
+        match = URL_REFERENCE.fullmatch(self.url or "")
+        return match[1] if match else None
+
+
 class JobSpec(Strict):
     """What to run. Build one with `anylaunch.load(path)` or directly in Python."""
 
@@ -215,6 +258,7 @@ class JobSpec(Strict):
     checkpoint: Checkpoint | None = None
     profile: Profile | None = None
     watchdog: Watchdog | None = None
+    notify: list[NotifyTarget] = Field(default_factory=list)
     # A run of parallel splits: a count, or one value per split (each split's SPLIT_ID).
     splits: int | list[str | int | float | bool] | None = None
     # Run from a copy of the working folder taken at submit; None: the backend's default.
@@ -351,8 +395,14 @@ class JobSpec(Strict):
         return list(self._sections)
 
     def secret_env(self) -> dict[str, str]:
-        """Environment entries that must travel as secrets, never in plans or the store."""
-        return {k: v for k, v in self.env.items() if is_secret_name(k)}
+        """Environment entries that must travel as secrets, never in plans or the store:
+        secret-looking `env:` entries and every webhook URL of `notify:` (from the
+        environment it was loaded in)."""
+        secrets = {k: v for k, v in self.env.items() if is_secret_name(k)}
+        for target in self.notify:
+            if target.url_env and target.url_env in os.environ:
+                secrets[target.url_env] = os.environ[target.url_env]
+        return secrets
 
     def public_env(self) -> dict[str, str]:
         return {k: v for k, v in self.env.items() if not is_secret_name(k)}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from anylaunch.backends.base import Backend, LogSource, Observation, get_backend
 from anylaunch.errors import AnylaunchError, UsageError
 from anylaunch.jobfile.secrets import secret_values
-from anylaunch.observe import logfile, pending, reachability
+from anylaunch.observe import logfile, notify, pending, reachability
 from anylaunch.observe.diagnose import diagnose_lines
 from anylaunch.observe.diagnose.lines import parse
 from anylaunch.observe.reachability import Unreachable
@@ -121,6 +121,9 @@ def refresh(
         again = _poll_and_apply(impl, backend, jobs, store)
         if again:  # claimed in the store just now: this process makes the change
             _poll_and_apply(impl, backend, again, store)
+    # Ended jobs not yet announced (`notify:`): those that ended in this poll, and those
+    # that ended while nothing of ours watched them.
+    notify.announce(store, records, lambda r: Job(r, store).diagnose())
     return list(records)
 
 
@@ -220,11 +223,11 @@ class Job:
     def status(self) -> State:
         """The current state, polling the backend if the job is still live."""
         record = self._reload()
-        if not record.state.terminal:
-            refresh([record], self._store, {self.backend: self._backend} if self._backend else None)
-            stale = record.stale
-            record = self._reload()
-            record.stale = stale
+        # An ended job is not polled, but its end may not be announced yet (`refresh`).
+        refresh([record], self._store, {self.backend: self._backend} if self._backend else None)
+        stale = record.stale
+        record = self._reload()
+        record.stale = stale
         return record.state
 
     def wait(self, timeout: float | None = None, poll_interval: float = 0.5) -> State:
@@ -288,6 +291,13 @@ class Job:
 
     def events(self) -> list[dict[str, Any]]:
         return self._store.events(self.id)
+
+    def notifications(self) -> list[dict[str, Any]]:
+        """Each `notify:` target's announcement of the job's end, as the store has it."""
+        return [
+            {"id": f"{self.id}/notify/{n.pop('target')}", "kind": "notification", **n}
+            for n in self._store.notifications(self.id)
+        ]
 
     def diagnose(self) -> Diagnosis:
         """Why the job failed (or is failing): from its state, exit code, backend events

@@ -7,13 +7,14 @@ from pathlib import Path
 from anylaunch.store.jobs import JobTables
 from anylaunch.store.location import home, make_home
 from anylaunch.store.migrations import open_migrated
+from anylaunch.store.notifications import NotificationTables
 from anylaunch.store.runs import RunTables
 from anylaunch.store.transitions import TransitionTables
 from anylaunch.store.trouble import store_trouble
 from anylaunch.store.workflows import WorkflowTables
 
 
-class Store(JobTables, RunTables, TransitionTables, WorkflowTables):
+class Store(JobTables, NotificationTables, RunTables, TransitionTables, WorkflowTables):
     """A handle on the SQLite store; cheap to create, one connection per instance.
 
     Opening it brings an older store's schema up to date (`migrations.py`) and refuses

@@ -16,7 +16,7 @@ from typing import Any
 
 from anylaunch.errors import JobNotFound, UsageError
 from anylaunch.state import State
-from anylaunch.store import rows
+from anylaunch.store import notifications, rows
 from anylaunch.store.connection import Tables
 from anylaunch.store.ids import prefix_range
 from anylaunch.store.processes import alive, this_process
@@ -225,3 +225,6 @@ def insert(db: sqlite3.Connection, records: list[JobRecord]) -> None:
         values,
     )
     db.executemany("INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)", events)
+    for record in records:
+        if record.spec.get("notify"):
+            notifications.insert(db, record.id, len(record.spec["notify"]))

@@ -35,7 +35,12 @@ class Migration:
         return [s.strip() for s in self.sql.split(";") if s.strip()]
 
 
-MIGRATIONS = (Migration(1, schema.V1), Migration(2, schema.V2), Migration(3, schema.V3))
+MIGRATIONS = (
+    Migration(1, schema.V1),
+    Migration(2, schema.V2),
+    Migration(3, schema.V3),
+    Migration(4, schema.V4),
+)
 
 
 def open_migrated(path: Path, migrations: Sequence[Migration] = MIGRATIONS) -> sqlite3.Connection:

@@ -85,3 +85,24 @@ CREATE INDEX workflows_created ON workflows (created_at);
 V3 = """
 ALTER TABLE jobs ADD COLUMN source TEXT;
 """
+
+# Version 4: the announcements of a job's end (`notify:` in the job file), one row per
+# job and target, written with the job. A row is claimed before anything is sent, so of
+# many processes that see the same end only one sends; `sending` by a process that died
+# is sent again (with the same key: at least once, never silently lost).
+V4 = """
+CREATE TABLE notifications (
+    job_id TEXT NOT NULL REFERENCES jobs (id),
+    target INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    state TEXT,
+    tries INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL DEFAULT 0,
+    sender TEXT,
+    error TEXT,
+    sent_at REAL,
+    by TEXT,
+    PRIMARY KEY (job_id, target)
+);
+CREATE INDEX notifications_status ON notifications (status, job_id);
+"""

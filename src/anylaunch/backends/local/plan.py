@@ -52,6 +52,8 @@ class LocalPayload(TypedDict):
     stage_out: NotRequired[list[str]]
     # The hang watchdog, run by the supervisor: `idle_s` without output stops the job.
     watchdog: NotRequired[LocalWatchdog]
+    # `notify:`: the supervisor announces the job's end itself, the moment it ends.
+    notify: NotRequired[bool]
     # The in-job runtime, written into the job's directory by submit. A zipapp is not
     # text, so it is not among the plan's files: it travels packed (`runtime.packed`).
     runtime: NotRequired[str]
@@ -149,6 +151,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
         payload["rdzv_release"] = release
     if spec.watchdog is not None:
         payload["watchdog"] = {"idle_s": spec.watchdog.idle, "py_spy": values.get("py_spy")}
+    if spec.notify:
+        payload["notify"] = True
     if profile is not None:
         payload["nsys_dir"] = nsys_dir
         payload["nsys_reports"] = f"{nsys_dir}/*.nsys-rep"

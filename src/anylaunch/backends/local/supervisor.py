@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 # only the ending of a job needs those.
 
 ENTRY = "anylaunch.backends.local.supervisor"
+NOTIFY_ENTRY = "anylaunch.observe.announce"
+# Four tries with waits of 1, 2 and 4 s, each at most the webhook's or command's timeout.
+_NOTIFY_TIMEOUT_S = 180.0
 # Pids of the nodes the submitting process already started (see `start.py`), in rank order.
 STARTED_ENV = "ANYLAUNCH_SUPERVISOR_NODES"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -118,6 +121,33 @@ class _Wake:
 
 
 def main(job_dir: Path) -> int:
+    code = _supervise(job_dir)
+    _announce(job_dir)
+    return code
+
+
+def _announce(job_dir: Path) -> None:
+    """A job with `notify:` is announced by its supervisor once its end is stored: the
+    moment it ends, with no command running. In a process of its own, so that the
+    supervisor imports nothing of diagnosis; whatever it cannot deliver (the receiver
+    is down, this process is killed) the next command that polls the job delivers."""
+    import contextlib
+    import subprocess
+
+    plan = json.loads((job_dir / "plan.json").read_text())
+    if not plan["payload"].get("notify"):
+        return
+    # What fails here is left to the next command that polls the job.
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run(
+            [sys.executable, "-m", NOTIFY_ENTRY, plan["job_id"]],
+            stdin=subprocess.DEVNULL,
+            check=False,
+            timeout=_NOTIFY_TIMEOUT_S,
+        )
+
+
+def _supervise(job_dir: Path) -> int:
     plan = json.loads((job_dir / "plan.json").read_text())
     payload = plan["payload"]
     grace = float(payload.get("kill_grace_s", 10.0))

@@ -9,6 +9,7 @@ once in the batch shell runs on the first node only and is wrong everywhere else
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -218,12 +219,21 @@ def setup(job: Job) -> list[str]:
             f" never this file: {', '.join(secret_names)}"
         )
     folder = checkpoint.checkpoint_dir(spec)
+    if spec.notify:
+        out.append("anylaunch_started=$(date +%s)  # for the duration that notify: reports")
     if job.staging or folder or spec.watchdog is not None:
         first = "resume" if folder else "stage-in" if job.staging else "watchdog"
         out += [
             "",
             "# The in-job runtime (resume, staging), carried in this script.",
             runtime.write_shell(RUNTIME_WORD, None, first, job.stage_python),
+        ]
+    elif spec.notify:
+        out += [
+            "",
+            "# The in-job runtime, for notify: alone (without python3 here, the next poll",
+            "# on the submitting side announces the job's end).",
+            runtime.write_shell(RUNTIME_WORD, None, "notify", job.stage_python, needed=False),
         ]
     out += ["", *_resume(job)]
     if job.staging:
@@ -415,8 +425,38 @@ def launch(job: Job) -> list[str]:
             "# Stage-out: outputs to S3, after failures too; its failure fails a successful job.",
             f'{_stage(job, "out")} || {{ out_rc=$?; [ "$rc" = 0 ] && rc=$out_rc; }}',
         ]
+    out += _notify(job)
     out.append('exit "$rc"')
     return out
+
+
+def _notify(job: Job) -> list[str]:
+    """`notify:` announced by the job itself at its end, inside its allocation (a login
+    node may end our processes at logout); a receipt per target in the job's folder tells
+    the submitting side, whose next poll announces what this could not (a job that
+    Slurm killed, a receiver that stayed down)."""
+    if not job.spec.notify:
+        return []
+    targets = [
+        {"on": t.on, "url_env": t.url_env} if t.url_env else {"on": t.on, "command": t.command}
+        for t in job.spec.notify
+    ]
+    facts = {
+        "name": job.name,
+        "backend": "slurm",
+        "secrets": sorted({*job.spec.secret_env(), *job.section.secret_env()}),
+        "secret_pattern": name_pattern(),
+    }
+    argv: list[Word] = [
+        job.stage_python, *runtime.FLAGS, Sh(RUNTIME_WORD), "notify",
+        "--job-id", var("ANYLAUNCH_JOB_ID"), "--job-dir", var("ANYLAUNCH_JOB_DIR"),
+        "--rc", var("rc"), "--started", var("anylaunch_started"),
+        "--facts", json.dumps(facts), "--targets", json.dumps(targets),
+    ]  # fmt: skip
+    return [
+        "# notify: the job announces its own end; its failure never changes the job's.",
+        f"[ -f {RUNTIME_WORD} ] && {words(argv)} || true",
+    ]
 
 
 def _watchdog(job: Job) -> list[str]:

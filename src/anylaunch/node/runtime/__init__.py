@@ -187,12 +187,26 @@ except OSError as exc:
 """
 
 
-def write_shell(runtime_word: str, image: str | None, step: str, python: str = "python3") -> str:
+def write_shell(
+    runtime_word: str, image: str | None, step: str, python: str = "python3", *, needed: bool = True
+) -> str:
     """Bash that writes the zipapp from the script itself, for a backend whose way into
     the node is a script or a command line. `runtime_word` is a bash word for its path;
-    `step` and `image` name the first step that needs python3, for the error without it."""
+    `step` and `image` name the first step that needs python3, for the error without it.
+    Not `needed` (only a step that may be left to the submitting side, the announcement
+    of the job's end): without python3 nothing is written and the job goes on."""
     marker = "ANYLAUNCH_RUNTIME"
     write = " ".join([shlex.quote(python), *FLAGS, "-c", shlex.quote(_WRITE)])
+    if not needed:
+        return "\n".join(
+            [
+                f"if command -v {shlex.quote(python)} >/dev/null 2>&1; then",
+                f"{write} {runtime_word} {digest()} <<'{marker}' || true",
+                packed().rstrip("\n"),
+                marker,
+                "fi",
+            ]
+        )
     return "\n".join(
         [
             require_python(image, step, python),

@@ -4,6 +4,7 @@
     python3 -I -S anylaunch_job.pyz newest DIR               # the checkpoint to resume from
     python3 -I -S anylaunch_job.pyz fill-recipe FILE DEFAULT # restore_from.path in a recipe
     python3 -I -S anylaunch_job.pyz enter|stack|watch|pipe ... # a live job (see live.py)
+    python3 -I -S anylaunch_job.pyz notify ...               # the job's end announced (notify.py)
 
 Staging's modules are imported only when a staging step runs: `newest` and
 `fill-recipe` run before the program on every attempt.
@@ -18,7 +19,7 @@ from .checkpoint import fill_recipe, newest_checkpoint
 
 USAGE = (
     "usage: anylaunch_job.pyz stage in|out MANIFEST | newest DIR | fill-recipe FILE DEFAULT"
-    " | enter|stack|watch|pipe ..."
+    " | enter|stack|watch|pipe ... | notify ..."
 )
 
 
@@ -68,5 +69,9 @@ def main(argv: list[str]) -> int:
         from .live import main as live
 
         return live(argv)
+    if argv[:1] == ["notify"]:
+        from .notify import in_job
+
+        return in_job(argv[1:])
     sys.stderr.write(USAGE + "\n")
     return 2
