@@ -71,11 +71,11 @@ class LocalBackend(Backend):
     ) -> PlanContext:
         section = spec.local
         nnodes = (section.nnodes if section else None) or spec.nodes or 1
-        nproc: int | str | None = (
-            section.nproc_per_node if section else None
-        ) or spec.gpus_per_node
-        if nproc in (None, "auto"):
-            nproc = _visible_gpus() or 1
+        size = spec.per_node(self.name)
+        devices = visible_gpus()
+        nproc = size.ranks
+        if section and section.nproc_per_node == "auto":
+            nproc = len(devices) or 1
         master_addr = section.master_addr if section else "127.0.0.1"
         port = section.master_port if section and section.master_port else None
         if port is None:
@@ -88,7 +88,9 @@ class LocalBackend(Backend):
             job_dir=job_dir,
             values={
                 "nnodes": nnodes,
-                "nproc_per_node": int(nproc),
+                "nproc_per_node": nproc,
+                "gpus_per_node": size.gpus,
+                "gpus": devices,
                 "master_port": port,
                 "workdir": workdir or os.getcwd(),
                 "python": (section.python if section and section.python else sys.executable),
@@ -110,7 +112,8 @@ class LocalBackend(Backend):
         return (
             f"{nodes} nodes x {ranks} processes = {nodes * ranks} processes; this machine"
             f" ({os.cpu_count()} CPUs) runs at most {most_ranks()} at once",
-            "lower nodes or gpus_per_node, or set local.force: true to start them anyway",
+            "lower nodes or ranks_per_node (gpus_per_node), or set local.force: true to"
+            " start them anyway",
         )
 
     def shared_filesystem(self, spec: JobSpec) -> str | None:
@@ -280,20 +283,28 @@ def most_ranks() -> int:
     return max(MIN_RANKS, RANKS_PER_CPU * (os.cpu_count() or 1))
 
 
-def _visible_gpus() -> int:
-    """GPUs this machine shows, without importing torch (seconds of start-up)."""
+def visible_gpus() -> list[str]:
+    """The GPUs this machine shows a job, as CUDA_VISIBLE_DEVICES names them, without
+    importing torch (seconds of start-up)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+        # CUDA enumerates up to the first entry that names no device ("-1", "").
+        out = []
+        for device in visible.split(","):
+            if not device.strip() or device.strip() == "-1":
+                break
+            out.append(device.strip())
+        return out
     if shutil.which("nvidia-smi") is None:
-        return 0
+        return []
     try:
-        out = subprocess.run(
+        listed = subprocess.run(
             ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+        return []
+    count = sum(1 for line in listed.splitlines() if line.startswith("GPU "))
+    return [str(i) for i in range(count)]
 
 
 def _free_port(addr: str, store: Store, job_id: str | None) -> int:
