@@ -13,7 +13,6 @@ import random
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from anylaunch.backends.base import (
     Submitted,
 )
 from anylaunch.backends.local.config import LocalSection
+from anylaunch.backends.local.gpus import visible_gpus
 from anylaunch.errors import BackendError
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.state import State
@@ -281,30 +281,6 @@ def _py_spy() -> str | None:
 def most_ranks() -> int:
     """How many processes a local job may start on this machine without `local.force`."""
     return max(MIN_RANKS, RANKS_PER_CPU * (os.cpu_count() or 1))
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs this machine shows a job, as CUDA_VISIBLE_DEVICES names them, without
-    importing torch (seconds of start-up)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        # CUDA enumerates up to the first entry that names no device ("-1", "").
-        out = []
-        for device in visible.split(","):
-            if not device.strip() or device.strip() == "-1":
-                break
-            out.append(device.strip())
-        return out
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        listed = subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    count = sum(1 for line in listed.splitlines() if line.startswith("GPU "))
-    return [str(i) for i in range(count)]
 
 
 def _free_port(addr: str, store: Store, job_id: str | None) -> int:

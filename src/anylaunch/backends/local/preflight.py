@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from anylaunch.backends.checks import Check, Checks
+from anylaunch.backends.local.gpus import visible_gpus
 from anylaunch.jobfile.spec import JobSpec, Profile
 
 
@@ -51,8 +52,6 @@ def checks(spec: JobSpec) -> list[Check]:
 def _gpus(spec: JobSpec, out: Checks) -> None:
     """Every simulated node gets GPUs of its own, as cluster nodes do: ranks sharing a GPU
     would fail in NCCL, and a program asking CUDA for a GPU that is not there fails late."""
-    from anylaunch.backends.local.backend import visible_gpus
-
     gpus = spec.per_node("local").gpus
     if not gpus:
         return
