@@ -161,7 +161,7 @@ def _diagnosis_of_a_failed_2x2_job(cli, write, command: str) -> dict:
         f"""
         command: [{command}]
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         local: {{kill_grace_s: 1}}
         """
     )

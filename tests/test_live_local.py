@@ -30,7 +30,7 @@ def stuck_job(cli, cli_inproc, write, torch):
         name: stuck
         command: python {PROGRAMS / "stuck.py"}
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         env:
           OMP_NUM_THREADS: 1
           SERVE_PORT: {port}
@@ -115,7 +115,7 @@ def test_a_2x2_job_stuck_in_a_loop_is_dumped_stopped_and_failed_by_the_watchdog(
         name: hung
         command: python {PROGRAMS / "stuck.py"}
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         watchdog: {{idle: 20s}}
         env:
           OMP_NUM_THREADS: 1

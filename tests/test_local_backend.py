@@ -44,7 +44,7 @@ def test_dry_run_shows_every_node_and_starts_nothing(cli_inproc, write, home):
         f"""
         command: python {PROGRAMS / "sleeper.py"}
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         env:
           HF_TOKEN: ${{HF_TOKEN}}
         """
@@ -82,7 +82,7 @@ def _cmdline(proc: psutil.Process) -> list[str]:
 
 
 def test_cancel_leaves_no_process_of_a_running_2x2_job(cli, cli_inproc, write, torch):
-    path = write(f"command: python {PROGRAMS / 'sleeper.py'}\nnodes: 2\ngpus_per_node: 2\n")
+    path = write(f"command: python {PROGRAMS / 'sleeper.py'}\nnodes: 2\nranks_per_node: 2\n")
     job = cli("run", str(path), "--detach", "--json").json()
     wait_until(lambda: cli_inproc("logs", job["id"]).out.count("ready rank=") == 4, 120, "4 ranks")
     procs = job_processes(job["id"])
@@ -100,7 +100,7 @@ def test_a_failing_rank_fails_the_job_and_stops_its_peers(cli, write, torch):
         f"""
         command: python {PROGRAMS / "fail_rank.py"}
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         env: {{FAIL_RANK: 3}}
         local: {{kill_grace_s: 2}}
         """
@@ -119,7 +119,7 @@ def test_launcher_none_runs_once_per_node_with_the_tao_environment(cli, write):
         command: [python, {PROGRAMS / "env_dump.py"}]
         launcher: none
         nodes: 3
-        gpus_per_node: 4
+        ranks_per_node: 4
         env: {{SPECIAL: "a b;$$(rm -rf /)'\\""}}
         """
     )
@@ -228,7 +228,7 @@ def test_logs_follow_prints_until_the_job_ends(cli, write):
 
 
 def test_logs_of_a_node_the_job_does_not_have_is_a_usage_error(cli, write, torch):
-    path = write("command: [python, -c, \"print('hello')\"]\nnodes: 2\ngpus_per_node: 1\n")
+    path = write("command: [python, -c, \"print('hello')\"]\nnodes: 2\nranks_per_node: 1\n")
     job = cli("run", str(path), "--json").json()
     for extra in ([], ["--follow"]):
         result = cli("logs", job["id"], "--node", "2", *extra)
@@ -329,7 +329,7 @@ def test_the_dry_run_is_the_plan_that_is_sent(cli, write, home):
     from helpers import assert_dry_run_is_the_plan_sent
 
     path = write(
-        "name: same\nnodes: 2\ngpus_per_node: 2\ncommand: python -c 'import time; time.sleep(60)'\n"
+        "name: same\nnodes: 2\nranks_per_node: 2\ncommand: python -c 'import time; time.sleep(60)'\n"
         "env: {HF_TOKEN: '${HF_TOKEN}', LR: '0.1'}\ncheckpoint: {dir: ckpt}\n"
     )
     job_id = assert_dry_run_is_the_plan_sent(cli, home, path, env={"HF_TOKEN": "hf_x"})

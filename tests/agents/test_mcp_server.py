@@ -154,7 +154,7 @@ def test_agent_runs_the_demo_locally_polls_it_reads_logs_and_gets_a_failure_diag
         assert "file" in tools["run"].input_schema["properties"]
 
         demo = str(ROOT / "examples" / "ddp_demo.yaml")
-        cheap = ["nodes=1", "gpus_per_node=2"]
+        cheap = ["nodes=1", "ranks_per_node=2"]
         plan = await agent.call("dry_run", file=demo, overrides=cheap)
         assert plan["backend"] == "local" and plan["plan"]["name"] == "ddp-demo"
 
@@ -252,7 +252,7 @@ def test_agent_runs_on_the_lepton_emulator_and_cancels(
             demo = str(ROOT / "examples" / "ddp_demo.yaml")
             lepton = [
                 "nodes=1",
-                "gpus_per_node=2",
+                "ranks_per_node=2",
                 "image=nvcr.io/nvidia/pytorch:25.08-py3",
                 "lepton.dedicated_node_group=h100-pool",
             ]

@@ -36,7 +36,7 @@ def test_two_node_ddp_job_succeeds_and_each_node_has_its_ranks(
         command: {command}
         launcher: {launcher}
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         env:
           OMP_NUM_THREADS: 1
         lepton: {{dedicated_node_group: {NODE_GROUP}}}

@@ -87,7 +87,7 @@ def test_a_killed_supervisors_torchrun_nodes_die_with_it_and_the_job_is_not_call
     job = _start(
         home,
         tmp_path,
-        "command: python train.py\nnodes: 2\ngpus_per_node: 2\nlocal: {workdir: .}\n",
+        "command: python train.py\nnodes: 2\nranks_per_node: 2\nlocal: {workdir: .}\n",
     )
     _kill_supervisor(home, job, tmp_path, ranks=4)
     # Nothing polls meanwhile: the nodes end on their own, by the parent-death signal.

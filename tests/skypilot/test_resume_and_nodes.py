@@ -179,7 +179,7 @@ def test_two_nodes_rendezvous_through_torchrun_with_the_rendered_script(
         f"""
         command: {ROOT}/.venv/bin/python {ROOT}/examples/ddp_demo.py --steps 2 --checkpoint-dir {tmp_path}/c
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         env:
           OMP_NUM_THREADS: 1
         skypilot:

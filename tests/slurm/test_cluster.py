@@ -115,7 +115,7 @@ def test_two_node_torchrun_job_runs_four_ranks_on_two_slurm_nodes(
         name: ddp-on-slurm
         command: python {ROOT / "examples" / "ddp_demo.py"} --steps 3 --checkpoint-dir {tmp_path / "ckpt"}
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         env:
           OMP_NUM_THREADS: 1
         slurm:

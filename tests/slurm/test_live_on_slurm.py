@@ -36,7 +36,7 @@ def stuck_on_slurm(cli, cli_inproc, write, slurm_conf, leave_no_job_behind, torc
         name: stuck
         command: python {PROGRAMS / "stuck.py"}
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         env:
           OMP_NUM_THREADS: 1
           SERVE_PORT: {port}
@@ -96,7 +96,7 @@ def test_the_watchdog_inside_the_allocation_dumps_and_stops_a_hung_job(
         name: hung
         command: python {PROGRAMS / "stuck.py"}
         nodes: 2
-        gpus_per_node: 2
+        ranks_per_node: 2
         watchdog: {{idle: 20s}}
         env:
           OMP_NUM_THREADS: 1

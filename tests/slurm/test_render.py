@@ -229,8 +229,7 @@ def test_resource_fields_become_sbatch_options(tmp_path):
         """
         command: t
         slurm:
-          gpus_per_node: 8
-          gres: "gpu:8"
+          gres: "gpu:h100:8,nvme:1"
           cpus_per_task: 4
           mem: 64G
           exclusive: true
@@ -242,8 +241,8 @@ def test_resource_fields_become_sbatch_options(tmp_path):
         """,
     )
     for option in (
-        "--gpus-per-node=8",
-        "--gres=gpu:8",
+        "--gres=gpu:h100:8,nvme:1",
+        "--ntasks-per-node=8",
         "--cpus-per-task=4",
         "--mem=64G",
         "--exclusive",

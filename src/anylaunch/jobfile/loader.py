@@ -245,20 +245,40 @@ def _recipe_value(value: Any, path: KeyPath, secret_refs: dict[KeyPath, str]) ->
 
 
 def _check_sizes(located: Located, spec: JobSpec) -> None:
+    """A size written twice (the neutral key and a section's own word) must agree, and a
+    job that runs its ranks without GPUs must not ask a section for GPUs."""
     for name in spec.sections():
         section = spec.section(name)
         if not isinstance(section, Sized):
             continue
-        for neutral, word in zip(("nodes", "gpus_per_node"), section.size_keys, strict=True):
+        gpu_key = section.gpus_key()
+        if spec.ranks_per_node is not None and section.asks_for_gpus():
+            other = located.origin((name, gpu_key))
+            raise located.error(
+                ("ranks_per_node",),
+                f"starts ranks without GPUs, but {name}.{gpu_key} ({other.file}:{other.line})"
+                " asks for GPUs",
+                f"write gpus_per_node (one rank per GPU) instead of ranks_per_node, or remove"
+                f" {name}.{gpu_key}",
+            )
+        theirs_gpus = section.gpus()
+        if spec.gpus_per_node is not None and theirs_gpus not in (None, spec.gpus_per_node):
+            _disagree(located, (name, gpu_key), theirs_gpus, "gpus_per_node", spec.gpus_per_node)
+        ranks_word = "ranks_per_node" if spec.ranks_per_node is not None else "gpus_per_node"
+        for neutral, word in zip(("nodes", ranks_word), section.size_keys, strict=True):
             theirs = section.size(word)
             ours = getattr(spec, neutral)
             if theirs is not None and ours is not None and theirs != ours:
-                other = located.origin((neutral,))
-                raise located.error(
-                    (name, word),
-                    f"{theirs} disagrees with {neutral}: {ours} ({other.file}:{other.line})",
-                    "write the size in one place only",
-                )
+                _disagree(located, (name, word), theirs, neutral, ours)
+
+
+def _disagree(located: Located, path: KeyPath, theirs: int, neutral: str, ours: int) -> None:
+    other = located.origin((neutral,))
+    raise located.error(
+        path,
+        f"{theirs} disagrees with {neutral}: {ours} ({other.file}:{other.line})",
+        "write the size in one place only",
+    )
 
 
 def _config_error(located: Located, exc: ValidationError) -> ConfigError:

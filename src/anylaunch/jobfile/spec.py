@@ -3,7 +3,8 @@
 The backend sections (`local:`, `slurm:`, `skypilot:`, `lepton:`, a registered backend's)
 hang off the spec as their own models, each declared in its backend's folder and found
 through the backend registry; routing picks one of them. Sizes have a neutral spelling (`nodes`,
-`gpus_per_node`) and each platform's own; `config.py` rejects two that disagree.
+`gpus_per_node`, `ranks_per_node`) and each platform's own; the loader rejects two that
+disagree, and `JobSpec.per_node` reads them as ranks and GPUs.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pydantic import (
     PrivateAttr,
     SerializationInfo,
     SerializerFunctionWrapHandler,
+    ValidationInfo,
     create_model,
     field_validator,
     model_serializer,
@@ -32,6 +34,7 @@ from pydantic import (
 
 from anylaunch.backends import registry
 from anylaunch.backends.registry import names as backend_names
+from anylaunch.backends.section import PerNode, per_node
 from anylaunch.jobfile import shellwords
 from anylaunch.jobfile.envvars import EnvVars
 from anylaunch.jobfile.limits import check_command
@@ -248,7 +251,9 @@ class JobSpec(Strict):
     command: str | list[str] = Field(default_factory=list)
     launcher: Launcher = "torchrun"
     nodes: int | None = Field(default=None, ge=1)
-    gpus_per_node: int | None = Field(default=None, ge=1)
+    # GPUs asked for on each node, one rank per GPU; ranks without GPUs: ranks_per_node.
+    gpus_per_node: int | None = Field(default=None, ge=0)
+    ranks_per_node: int | None = Field(default=None, ge=1)
     image: str | None = None
     env: EnvVars = Field(default_factory=dict)
     inputs: dict[str, Input] = Field(default_factory=dict)
@@ -331,6 +336,26 @@ class JobSpec(Strict):
             raise ValueError(f"is {len(value)} characters; use at most {MAX_NAME}")
         return value
 
+    @field_validator("gpus_per_node")
+    @classmethod
+    def _some_gpus(cls, value: int | None) -> int | None:
+        if value == 0:
+            raise ValueError(
+                "0 GPUs start no rank; for ranks without GPUs write ranks_per_node: N"
+                " instead of gpus_per_node"
+            )
+        return value
+
+    @field_validator("ranks_per_node")
+    @classmethod
+    def _ranks_or_gpus(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("gpus_per_node"):
+            raise ValueError(
+                "is for ranks without GPUs, and gpus_per_node already starts one rank per"
+                " GPU; keep gpus_per_node for GPU ranks, or ranks_per_node alone for CPU ranks"
+            )
+        return value
+
     @field_validator("command", mode="before")
     @classmethod
     def _command_forms(cls, value: Any) -> Any:
@@ -393,6 +418,10 @@ class JobSpec(Strict):
     def sections(self) -> list[str]:
         """Names of the backend sections written in the job file."""
         return list(self._sections)
+
+    def per_node(self, backend: str) -> PerNode:
+        """Ranks and GPUs per node on `backend`, from the neutral keys and its section."""
+        return per_node(self.gpus_per_node, self.ranks_per_node, self.section(backend))
 
     def secret_env(self) -> dict[str, str]:
         """Environment entries that must travel as secrets, never in plans or the store:

@@ -78,11 +78,10 @@ def job_size(spec: JobSpec, backend: str) -> tuple[int, int, KeyPath]:
     # A backend whose section does not write the size reads only the neutral keys.
     section = spec.section(backend)
     sized = section if isinstance(section, Sized) else None
-    node_word, rank_word = sized.size_keys if sized else ("nodes", "gpus_per_node")
+    node_word = sized.size_keys[0] if sized else "nodes"
     nodes = spec.nodes or (sized.size(node_word) if sized else None)
-    ranks = spec.gpus_per_node or (sized.size(rank_word) if sized else None)
     key: KeyPath = ("nodes",) if spec.nodes or not nodes else (backend, node_word)
-    return nodes or 1, ranks or 1, key
+    return nodes or 1, spec.per_node(backend).ranks, key
 
 
 def with_storage_env(spec: JobSpec, environ: Mapping[str, str] | None = None) -> JobSpec:

@@ -6,7 +6,9 @@ Runs exactly the command lines a poll runs (`parse.squeue_argv`, `parse.sacct_ar
 `parse.comment_argv`) and writes one JSON file per case next to this script; the tests
 in tests/slurm/test_parse.py read them back through the pure parsers. Every job it
 submits is small (one core, seconds) and is cancelled or ends on its own. It never
-touches nodes, so a node failure is not among the cases.
+touches nodes, so a node failure is not among the cases — except `gres_drained`, which
+drains one node for a moment (the GPU preflight's input, read by
+tests/slurm/test_gpu_request.py): record it on a cluster of your own only.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from anylaunch.backends.slurm import parse
+from anylaunch.backends.slurm import gres, parse
 
 HERE = Path(__file__).parent
 WORK = Path(tempfile.mkdtemp(prefix="slurm-record-"))
@@ -172,11 +174,46 @@ def comments() -> None:
     sh(["scancel", single, arr, other])
 
 
+SINFO = ["sinfo", "--noheader", "-o", gres.SINFO_FORMAT]  # what the GPU preflight runs
+
+
+def save_sinfo(case: str, about: str) -> None:
+    record = {"case": case, "about": about, "slurm": sh(["sinfo", "--version"]).stdout.strip(),
+              "sinfo": call(SINFO)}  # fmt: skip
+    (HERE / f"{case}.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(case, file=sys.stderr)
+
+
+def gres_idle() -> None:
+    save_sinfo("gres_idle", "every node idle, with its GPUs (GRES gpu)")
+
+
+def gres_busy() -> None:
+    job = sbatch("sleep 300", "--nodes=1", "--gpus-per-node=2")
+    until(lambda: "RUNNING" in squeue_state(job), "running")
+    save_sinfo("gres_busy", "one node runs a job holding two of its GPUs (mixed)")
+    sh(["scancel", job])
+    until(finished(job), "cancelled")
+
+
+def gres_drained() -> None:
+    node = sh(["sinfo", "--noheader", "-N", "-o", "%N"]).stdout.split()[-1]
+    sh(["scontrol", "update", f"nodename={node}", "state=drain", "reason=recording"])
+    try:
+        until(lambda: "drain" in sh(["sinfo", "--noheader", "-n", node, "-o", "%t"]).stdout,
+              "drained")  # fmt: skip
+        save_sinfo("gres_drained", f"node {node} drained, the others idle")
+    finally:
+        sh(["scontrol", "update", f"nodename={node}", "state=resume"])
+
+
 CASES = {f.__name__: f for f in (pending, running, ended, timeout, array, requeued, hetjob,
-                                  unknown, comments)}  # fmt: skip
+                                  unknown, comments, gres_idle, gres_busy)}  # fmt: skip
+# Run only when named: it drains a node of the cluster it talks to.
+CASES_ON_YOUR_OWN_CLUSTER = {"gres_drained": gres_drained}
 
 if __name__ == "__main__":
     if not os.environ.get("SLURM_CONF"):
         raise SystemExit("set SLURM_CONF (source .devstack/slurm.env)")
     for name in sys.argv[1:] or CASES:
-        CASES[name]()
+        {**CASES, **CASES_ON_YOUR_OWN_CLUSTER}[name]()

@@ -90,7 +90,7 @@ class LeptonBackend(Backend):
     ) -> PlanContext:
         section = spec.lepton or LeptonSection()
         nodes = section.num_nodes or spec.nodes or 1
-        gpus = section.gpu_count or spec.gpus_per_node
+        size = spec.per_node(self.name)
         client: LeptonClient | None = None
 
         def api() -> LeptonClient:
@@ -104,7 +104,7 @@ class LeptonBackend(Backend):
                 if section.dedicated_node_group
                 else None
             )
-            shape = section.resource_shape or resolve.shape(api(), spec, gpus, group)
+            shape = section.resource_shape or resolve.shape(api(), spec, size.gpus, group)
             mounts = resolve.mounts(api, spec, group)
         finally:
             if client is not None:
@@ -117,7 +117,7 @@ class LeptonBackend(Backend):
             job_dir=job_dir,
             values={
                 "num_nodes": nodes,
-                "gpus_per_node": gpus or 1,
+                "ranks_per_node": size.ranks,
                 "shape": shape,
                 "node_group_id": group,
                 "mounts": mounts,

@@ -61,7 +61,9 @@ class LeptonMount(BaseModel):
 
 class LeptonSection(BaseModel, Sized):
     model_config = ConfigDict(extra="forbid")
+    # gpu_count is the GPUs of each replica and its ranks, one per GPU.
     size_keys: ClassVar[tuple[str, str]] = ("num_nodes", "gpu_count")
+    gpu_key: ClassVar[str | None] = "gpu_count"
 
     resource_shape: str | None = Field(default=None, description="shape id; else from gpu_count")
     gpu_count: int | None = Field(default=None, ge=1, description="GPUs (ranks) per node")

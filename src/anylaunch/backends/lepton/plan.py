@@ -51,7 +51,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
             key="image",
             fix="add 'image:', e.g. nvcr.io/nvidia/pytorch:25.08-py3",
         )
-    nodes, gpus = values["num_nodes"], values["gpus_per_node"]
+    nodes, ranks = values["num_nodes"], values["ranks_per_node"]
     files: list[node_script.File] = []
     # The resume contract: each attempt (an eviction's resubmission too) starts from the
     # newest complete checkpoint on the shared volume.
@@ -91,7 +91,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
         node_script.NodeScript(
             command=spec.command,
             launcher=spec.launcher,
-            torchrun=command.Torchrun(gpus, launcher=("python3", "-m", "torch.distributed.run")),
+            torchrun=command.Torchrun(ranks, launcher=("python3", "-m", "torch.distributed.run")),
             rendezvous=rendezvous.lepton(),
             # The platform sets the env: values without `$NAME`; the script exports the rest.
             env={**spec.public_env(), **section.env_vars},
@@ -123,7 +123,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
             parallelism=nodes,
             max_failure_retry=section.max_failure_retry,
             max_job_failure_retry=section.max_job_failure_retry,
-            envs=_envs(spec, section, ctx.job_id, nodes, gpus, secret_env),
+            envs=_envs(spec, section, ctx.job_id, nodes, ranks, secret_env),
             mounts=[wire.Mount.model_validate(m) for m in values.get("mounts", [])],
             image_pull_secrets=list(values.get("pull_secrets", [])),
             ttl_seconds_after_finished=section.ttl_seconds_after_finished,
@@ -151,11 +151,11 @@ def _envs(
     section: LeptonSection,
     job_id: str,
     nodes: int,
-    gpus: int,
+    ranks: int,
     secret_env: list[str],
 ) -> list[wire.EnvVar]:
     plain: dict[str, str] = {**spec.public_env(), **section.env_vars}
-    plain["NUM_GPU_PER_NODE"] = str(gpus)  # the TAO entrypoint reads it
+    plain["NUM_GPU_PER_NODE"] = str(ranks)  # the TAO entrypoint starts this many ranks
     if spec.launcher == "none":
         plain["WORLD_SIZE"] = str(nodes)  # TAO convention: number of nodes
     _check_reserved(spec, [*spec.env, *section.env_vars])

@@ -13,6 +13,7 @@ from anylaunch.backends.lepton.config import LeptonSection
 from anylaunch.backends.lepton.rest import wire
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile.spec import JobSpec
+from anylaunch.jobfile.yamlsrc import line_of
 
 if TYPE_CHECKING:  # the client (httpx) is imported only when a call is made
     from collections.abc import Callable
@@ -40,8 +41,9 @@ def node_group_id(client: LeptonClient, spec: JobSpec, wanted: str) -> str:
     )
 
 
-def shape(client: LeptonClient, spec: JobSpec, gpus: int | None, group: str | None) -> str:
-    """The shape with `gpus` accelerators (a CPU shape without GPUs); ambiguity is an error."""
+def shape(client: LeptonClient, spec: JobSpec, gpus: int, group: str | None) -> str:
+    """The shape with `gpus` accelerators (the smallest CPU shape for 0); no such shape,
+    or several, is an error that names the shapes there are."""
     shapes = _shapes_of(client, group)
     if gpus:
         found = [s for s in shapes if (s.spec.accelerator_num or 0) == gpus]
@@ -53,14 +55,29 @@ def shape(client: LeptonClient, spec: JobSpec, gpus: int | None, group: str | No
     ids = sorted({s.shape_id for s in found})
     if len(ids) == 1:
         return ids[0]
-    listed = ", ".join(sorted({s.shape_id for s in shapes})) or "none"
     what = f"{gpus} GPUs" if gpus else "CPU only"
+    where = "in this workspace" if group is None else f"on node group {group}"
+    # Where the count was written: the neutral key, else the section's own.
+    key = ("gpus_per_node",) if spec.gpus_per_node else ("lepton", "gpu_count")
+    if not gpus:
+        key = ("ranks_per_node",) if spec.ranks_per_node else ("lepton",)
+    listed = ", ".join(_offered(shapes)) or "none"
+    first = "ask for a GPU count a shape offers, or set" if gpus and not ids else "set"
     raise ConfigError(
-        f"{'several shapes' if ids else 'no shape'} with {what} in this workspace",
+        f"{'several shapes' if ids else 'no shape'} with {what} {where}",
         file=spec.source,
-        key="lepton.resource_shape",
-        fix=f"set lepton.resource_shape to one of: {listed}",
+        line=line_of(spec.source, key),
+        key=".".join(key),
+        fix=f"{first} lepton.resource_shape to one of: {listed}",
     )
+
+
+def _offered(shapes: list[wire.Shape]) -> list[str]:
+    """`gpu.8xh100-sxm (8 GPUs)`, `cpu.small (CPU)`: each shape with what it offers."""
+    return [
+        f"{s.shape_id} ({f'{s.spec.accelerator_num} GPUs' if s.spec.accelerator_num else 'CPU'})"
+        for s in sorted(shapes, key=lambda s: (s.spec.accelerator_num or 0, s.shape_id))
+    ]
 
 
 def _shapes_of(client: LeptonClient, group: str | None) -> list[wire.Shape]:

@@ -13,7 +13,6 @@ import random
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from anylaunch.backends.base import (
     Submitted,
 )
 from anylaunch.backends.local.config import LocalSection
+from anylaunch.backends.local.gpus import visible_gpus
 from anylaunch.errors import BackendError
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.state import State
@@ -73,11 +73,11 @@ class LocalBackend(Backend):
     ) -> PlanContext:
         section = spec.local
         nnodes = (section.nnodes if section else None) or spec.nodes or 1
-        nproc: int | str | None = (
-            section.nproc_per_node if section else None
-        ) or spec.gpus_per_node
-        if nproc in (None, "auto"):
-            nproc = _visible_gpus() or 1
+        size = spec.per_node(self.name)
+        devices = visible_gpus()
+        nproc = size.ranks
+        if section and section.nproc_per_node == "auto":
+            nproc = len(devices) or 1
         master_addr = section.master_addr if section else "127.0.0.1"
         port = section.master_port if section and section.master_port else None
         if port is None:
@@ -93,7 +93,9 @@ class LocalBackend(Backend):
             job_dir=job_dir,
             values={
                 "nnodes": nnodes,
-                "nproc_per_node": int(nproc),
+                "nproc_per_node": nproc,
+                "gpus_per_node": size.gpus,
+                "gpus": devices,
                 "master_port": port,
                 "code_dir": code_dir,
                 "snapshot": snapshot,
@@ -117,7 +119,8 @@ class LocalBackend(Backend):
         return (
             f"{nodes} nodes x {ranks} processes = {nodes * ranks} processes; this machine"
             f" ({os.cpu_count()} CPUs) runs at most {most_ranks()} at once",
-            "lower nodes or gpus_per_node, or set local.force: true to start them anyway",
+            "lower nodes or ranks_per_node (gpus_per_node), or set local.force: true to"
+            " start them anyway",
         )
 
     def shared_filesystem(self, spec: JobSpec) -> str | None:
@@ -285,22 +288,6 @@ def _py_spy() -> str | None:
 def most_ranks() -> int:
     """How many processes a local job may start on this machine without `local.force`."""
     return max(MIN_RANKS, RANKS_PER_CPU * (os.cpu_count() or 1))
-
-
-def _visible_gpus() -> int:
-    """GPUs this machine shows, without importing torch (seconds of start-up)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 def _free_port(addr: str, store: Store, job_id: str | None) -> int:

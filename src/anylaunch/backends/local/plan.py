@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from typing_extensions import NotRequired
 
@@ -110,6 +111,9 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
         }
         if hold and rank == 0:
             env["ANYLAUNCH_RDZV_RELEASE"] = release
+        gpus = _gpus_of(spec, values, rank)
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpus
         # Each node reads its own copy when it fills in the checkpoint: no two shells
         # rewrite one file.
         recipe_path = str(job_dir / (f"recipe-node-{rank}.yaml" if fill else RECIPE_FILE))
@@ -187,6 +191,16 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
         code_dir=values.get("code_dir"),
         snapshot=bool(values.get("snapshot")),
     )
+
+
+def _gpus_of(spec: JobSpec, values: Mapping[str, Any], rank: int) -> str | None:
+    """CUDA_VISIBLE_DEVICES of simulated node `rank`: its own share of this machine's GPUs
+    (`gpus_per_node` of them, as a cluster node would give), none for ranks that run
+    without GPUs, and what the machine shows for a job that says neither."""
+    gpus = values.get("gpus_per_node", 0)
+    if gpus:
+        return ",".join(values.get("gpus", [])[rank * gpus : (rank + 1) * gpus])
+    return "" if spec.ranks_per_node is not None else None
 
 
 def _check_staging_paths(spec: JobSpec, workdir: str) -> None:

@@ -73,7 +73,10 @@ class SkyPilotSection(AutoModelEnv, Resources, Sized):
     the lifecycle."""
 
     model_config = ConfigDict(extra="forbid")
-    size_keys: ClassVar[tuple[str, str]] = ("num_nodes", "accelerators")
+    # AutoModel's gpus_per_node is the ranks per node (torchrun's --nproc-per-node);
+    # the GPUs are the count in accelerators.
+    size_keys: ClassVar[tuple[str, str]] = ("num_nodes", "gpus_per_node")
+    gpu_key: ClassVar[str | None] = "accelerators"
 
     # -- AutoModel's SkyPilotConfig fields ----------------------------------------------------
     num_nodes: int | None = Field(default=None, ge=1)
@@ -164,14 +167,18 @@ class SkyPilotSection(AutoModelEnv, Resources, Sized):
         """Managed jobs are what recovers a preempted spot job; plain launches do not."""
         return self.use_spot if self.managed is None else self.managed
 
-    def size(self, key: str) -> int | None:
-        # The ranks per node: gpus_per_node, else the count in accelerators ("H100:8").
-        return self.ranks_per_node() if key == "accelerators" else super().size(key)
+    def gpus(self) -> int | None:
+        """The count in accelerators ("H100:8"); None for a type alone ("H100")."""
+        return accelerator_count(self.accelerators)
 
-    def ranks_per_node(self) -> int | None:
-        if self.gpus_per_node:
-            return self.gpus_per_node
-        if not self.accelerators:
-            return None
-        _, _, count = self.accelerators.partition(":")
-        return max(1, int(float(count))) if count else 1
+    def asks_for_gpus(self) -> bool:
+        return bool(self.accelerators) or any(c.accelerators for c in self.any_of)
+
+    def gpus_key(self) -> str:
+        return "any_of" if self.accelerators is None and self.any_of else "accelerators"
+
+
+def accelerator_count(accelerators: str | None) -> int | None:
+    """8 for "H100:8"; None where no count is written."""
+    _, _, count = (accelerators or "").partition(":")
+    return max(1, int(float(count))) if count else None

@@ -16,7 +16,7 @@ import yaml
 
 from anylaunch.backends.base import PlanContext
 from anylaunch.backends.plan import Plan
-from anylaunch.backends.skypilot.config import Candidate, SkyPilotSection
+from anylaunch.backends.skypilot.config import Candidate, SkyPilotSection, accelerator_count
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.jobfile.yamlsrc import line_of
@@ -47,7 +47,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SkyPilotPayload]:
     managed = section.is_managed
     name = slug(section.job_name or spec.name or "anylaunch")
     nodes = section.num_nodes or spec.nodes or 1
-    nproc = section.ranks_per_node() or spec.gpus_per_node or 1
+    nproc = spec.per_node("skypilot").ranks
+    section = with_gpu_count(spec, section)
     ckpt_dir = checkpoint_mount_path(spec, section, values.get("workdir"))
 
     envs = {**spec.public_env(), **section.public_env()}
@@ -178,6 +179,45 @@ def resources(
     if idle is not None:
         out["autostop"] = {"idle_minutes": idle, "down": bool(down)}
     return out
+
+
+def with_gpu_count(spec: JobSpec, section: SkyPilotSection) -> SkyPilotSection:
+    """The section whose accelerators carry `gpus_per_node` as their count ("H100" with
+    gpus_per_node: 8 -> "H100:8"), in every `any_of` entry too. SkyPilot has no GPUs
+    without a type, so gpus_per_node alone is an error that asks for one."""
+    gpus = spec.gpus_per_node
+    if gpus is None:
+        return section
+    if not section.asks_for_gpus():
+        raise ConfigError(
+            f"asks for {gpus} GPUs per node, but SkyPilot needs their type",
+            file=spec.source,
+            line=line_of(spec.source, ("gpus_per_node",)),
+            key="gpus_per_node",
+            fix="name it in skypilot.accelerators, e.g. accelerators: H100 (the count comes"
+            " from gpus_per_node)",
+        )
+    candidates = []
+    for i, candidate in enumerate(section.any_of):
+        count = accelerator_count(candidate.accelerators)
+        if count not in (None, gpus):
+            raise ConfigError(
+                f"{candidate.accelerators} disagrees with gpus_per_node: {gpus}",
+                file=spec.source,
+                line=line_of(spec.source, ("skypilot", "any_of", i, "accelerators")),
+                key=f"skypilot.any_of.{i}.accelerators",
+                fix="write the type alone (the count comes from gpus_per_node)",
+            )
+        candidates.append(
+            candidate.model_copy(update={"accelerators": _counted(candidate.accelerators, gpus)})
+        )
+    return section.model_copy(
+        update={"accelerators": _counted(section.accelerators, gpus), "any_of": candidates}
+    )
+
+
+def _counted(accelerators: str | None, gpus: int) -> str | None:
+    return f"{accelerators.partition(':')[0]}:{gpus}" if accelerators else None
 
 
 def _resource_fields(part: SkyPilotSection | Candidate) -> dict[str, Any]:

@@ -158,11 +158,14 @@ class SlurmBackend(Backend):
         return duration_seconds(spec.slurm.time) if spec.slurm and spec.slurm.time else None
 
     def preflight(self, spec: JobSpec, *, deep: bool = False) -> list[Check]:
-        """Time-limit advice always; with `deep`, a short srun checks mounts and the port."""
+        """Time-limit advice and, for a GPU job, the partition's GPUs always; with `deep`,
+        the controller, the partition and a short srun that checks mounts and the port."""
         from anylaunch.backends.slurm import preflight as checks_of
 
         checks = checks_of.spec_checks(spec)
-        return checks + checks_of.cluster_checks(spec) if deep else checks
+        if deep:
+            return checks + checks_of.cluster_checks(spec)
+        return checks + checks_of.gpu_checks(spec)
 
     def shared_filesystem(self, spec: JobSpec) -> str | None:
         """`slurm.cache_root`, which the cluster's nodes share; without it the cache is

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from anylaunch.backends.section import Sized
+from anylaunch.backends.slurm import gres as slurm_gres
 from anylaunch.jobfile.envvars import AutoModelEnv
 from anylaunch.jobfile.mounts import Mount
 
@@ -69,6 +70,7 @@ class SlurmSection(AutoModelEnv, Sized):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     size_keys: ClassVar[tuple[str, str]] = ("nodes", "ntasks_per_node")
+    gpu_key: ClassVar[str | None] = "gpus_per_node"
 
     # -- AutoModel's SlurmConfig fields --
     job_name: str | None = None
@@ -103,8 +105,12 @@ class SlurmSection(AutoModelEnv, Sized):
     )
 
     # -- resources --
+    # The GPUs of every node; the neutral gpus_per_node says the same (and is rendered
+    # as --gpus-per-node when this is not written).
     gpus_per_node: int | None = Field(default=None, ge=0, description="--gpus-per-node")
-    gres: str | None = Field(default=None, description="--gres, e.g. gpu:8")
+    gres: str | None = Field(
+        default=None, description="--gres, e.g. gpu:h100:8; GPUs in it replace --gpus-per-node"
+    )
     cpus_per_task: int | None = Field(default=None, ge=1)
     mem: str | None = Field(default=None, description="--mem per node, e.g. 64G")
     exclusive: bool = False
@@ -189,6 +195,27 @@ class SlurmSection(AutoModelEnv, Sized):
                 raise ValueError(f"'{line}' is not an sbatch option such as --mail-type=END")
             lines.append(option)
         return lines
+
+    def gpus(self) -> int | None:
+        """--gpus-per-node, else the GPUs a `--gres` request names."""
+        if self.gpus_per_node is not None:
+            return self.gpus_per_node
+        wanted = slurm_gres.requested(self.gres)
+        return wanted[0] if wanted else None
+
+    def gpus_key(self) -> str:
+        return "gres" if self.gpus_per_node is None and self.gres else "gpus_per_node"
+
+    @model_validator(mode="after")
+    def _gpus_once(self) -> SlurmSection:
+        # Given both, sbatch allocates the --gres count and still exports the other as
+        # SLURM_GPUS_PER_NODE: the job would be told a number of GPUs it does not have.
+        if self.gpus_per_node is not None and slurm_gres.requested(self.gres):
+            raise ValueError(
+                f"gres '{self.gres}' asks for GPUs and so does gpus_per_node; write the"
+                " GPUs in one of them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _repo_root(self) -> SlurmSection:

@@ -35,6 +35,7 @@ class SlurmPayload(TypedDict):
     workdir: str
     nodes: int
     ntasks_per_node: int
+    gpus_per_node: int  # GPUs asked of each node (0: none)
     launcher: str
     world_size: int
     requeue: bool
@@ -53,6 +54,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
         state_dir=f"{run_dir}/staging",
         cache_root=section.cache_root,
     )
+    size = spec.per_node("slurm")
     job = script.Job(
         spec=spec,
         section=section,
@@ -60,7 +62,8 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
         job_dir=run_dir,
         name=section.job_name or spec.name or ctx.job_id,
         nodes=section.nodes or spec.nodes or 1,
-        ntasks=section.ntasks_per_node or spec.gpus_per_node or 1,
+        ntasks=size.ranks,
+        gpus=size.gpus,
         workdir=ctx.values["workdir"],
         splits=splits,
         staging=f"{run_dir}/{manifest.MANIFEST_FILE}" if staging is not None else None,
@@ -100,6 +103,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
             "workdir": job.workdir,
             "nodes": job.nodes,
             "ntasks_per_node": job.ntasks,
+            "gpus_per_node": job.gpus,
             "launcher": job.launcher,
             "world_size": job.world_size,
             "requeue": section.requeue,

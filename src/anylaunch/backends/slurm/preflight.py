@@ -1,9 +1,11 @@
 """Slurm preflight: the pitfalls AutoModel's Slurm users meet, checked before submitting.
 
-`spec_checks` only reads the job (instant, no cluster); `cluster_checks` asks the
-cluster: is the controller there, does the partition exist, and — on the nodes
-themselves, not on the submitting host — do the mount sources exist and is the master
-port free. Each check is ok / warn / fail with a fix, in the contract's shape.
+`spec_checks` only reads the job (instant, no cluster); `gpu_checks` asks sinfo whether
+the partition has nodes with the GPUs the job asks for (one call, before every submit of
+a GPU job); `cluster_checks` asks the cluster more: is the controller there, does the
+partition exist, and — on the nodes themselves, not on the submitting host — do the
+mount sources exist and is the master port free. Each check is ok / warn / fail with a
+fix, in the contract's shape.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 import shutil
 
 from anylaunch.backends.checks import Check, Checks
-from anylaunch.backends.slurm import commands
+from anylaunch.backends.slurm import commands, gres
 from anylaunch.backends.slurm.cluster import login_of
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.errors import BackendError
@@ -131,6 +133,7 @@ def cluster_checks(spec: JobSpec) -> list[Check]:
         else:
             out.fail("partition", f"no partition {s.partition}", "pick one of: sinfo -h -o %P")
             return out
+    out += gpu_checks(spec)
     sources = [m.source for m in s.extra_mounts] + [m.source for m in spec.mounts]
     if s.nemo_mount:
         sources.append(s.nemo_mount.source)
@@ -168,4 +171,74 @@ def cluster_checks(spec: JobSpec) -> list[Check]:
         )
     else:
         out.ok("master_port", f"port {s.master_port} is free on the nodes")
+    return out
+
+
+def gpu_checks(spec: JobSpec) -> list[Check]:
+    """Whether the partition has enough nodes with the GPUs the job asks for each node.
+
+    sbatch itself refuses a request no node could ever meet, with "Requested node
+    configuration is not available"; this says which request and what the partition
+    has, and warns when the nodes exist but are down or drained (the job would wait).
+    """
+    s = spec.slurm or SlurmSection()
+    want = spec.per_node("slurm").gpus
+    if not want:
+        return []
+    gpu_type = (gres.requested(s.gres) or (want, None))[1]
+    try:
+        proc = commands.run(["sinfo", "--noheader", "-o", gres.SINFO_FORMAT], via=login_of(spec))
+    except BackendError as exc:
+        return [Check("gpus", "warn", f"could not read the partition's GPUs: {exc.message}")]
+    cap = gres.capacity(gres.node_groups(proc.stdout), s.partition, want, gpu_type)
+    return judge(cap, s.partition, want, gpu_type, nodes=s.nodes or spec.nodes or 1)
+
+
+def judge(
+    cap: gres.Capacity, partition: str | None, want: int, gpu_type: str | None, nodes: int
+) -> list[Check]:
+    """The check for a job of `nodes` nodes asking `want` GPUs each, on a partition whose
+    nodes `cap` counts: pure, so it is tested on recorded sinfo output."""
+    out = Checks()
+    what = f"{want} {gpu_type} GPUs" if gpu_type else f"{want} GPUs"
+    if cap.partition is None:
+        where = f"no partition {partition}" if partition else "no default partition"
+        out.warn(
+            "gpus",
+            f"cannot check GPUs: sinfo shows {where}",
+            "set slurm.partition (sinfo -h -o %P)",
+        )
+        return out
+    name = f"partition {cap.partition}"
+    if cap.fit >= nodes and cap.fit_usable >= nodes:
+        out.ok("gpus", f"{name}: {cap.fit} of {cap.total} nodes have {what}")
+    elif cap.fit >= nodes:
+        out.warn(
+            "gpus",
+            f"{name}: only {cap.fit_usable} of the {cap.fit} nodes with {what} take jobs now"
+            f" (the others are down or drained); the job waits until {nodes} do",
+            "see why with sinfo -R, or lower nodes",
+        )
+    elif cap.largest == 0:
+        out.fail(
+            "gpus",
+            f"{name} has no {gpu_type + ' ' if gpu_type else ''}GPUs (no gpu GRES on its"
+            f" nodes): a job asking for {what} per node could never start",
+            "choose a GPU partition (slurm.partition), or for ranks without GPUs write"
+            " ranks_per_node instead of gpus_per_node",
+        )
+    elif cap.fit == 0:
+        out.fail(
+            "gpus",
+            f"no node of {name} has {what} (the most is {cap.largest}): the job could never start",
+            f"ask for at most {cap.largest} GPUs per node (gpus_per_node), or choose a"
+            " partition with larger nodes (slurm.partition)",
+        )
+    else:
+        out.fail(
+            "gpus",
+            f"only {cap.fit} of {name}'s nodes have {what}, and the job asks for {nodes}:"
+            " it could never start",
+            f"lower nodes to {cap.fit}, or ask for fewer GPUs per node",
+        )
     return out

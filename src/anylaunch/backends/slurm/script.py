@@ -14,6 +14,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from anylaunch.backends.slurm import gres
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.jobfile.mounts import Mount
 from anylaunch.jobfile.secrets import name_pattern
@@ -58,6 +59,7 @@ class Job:
     name: str
     nodes: int
     ntasks: int  # ranks per node
+    gpus: int  # GPUs asked of each node (0: none)
     workdir: str
     splits: list[Split] = field(default_factory=list)  # empty: not an array
     staging: str | None = None  # the staging manifest's path, when the job stages data
@@ -121,8 +123,10 @@ def sbatch_header(job: Job, output: str) -> list[str]:
     ):
         if value:
             opts.append((flag, value))
-    if s.gpus_per_node is not None:
-        opts.append(("--gpus-per-node", str(s.gpus_per_node)))
+    # --gpus-per-node, as AutoModel's launcher, submitit and NeMo-Run write it: Slurm's own
+    # option for GPUs on every node. A `gres` that names GPUs asks for them itself.
+    if not gres.requested(s.gres) and (job.gpus or s.gpus_per_node is not None):
+        opts.append(("--gpus-per-node", str(job.gpus)))
     if s.cpus_per_task is not None:
         opts.append(("--cpus-per-task", str(s.cpus_per_task)))
     if s.exclusive:
