@@ -24,10 +24,10 @@ from helpers import free_port
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 PY = sys.executable
-# What a CPU rehearsal of a GPU example asks for: 2 ranks per node, Slurm's 2 stand-in
-# GPUs per devstack node. The CPU examples (examples/frameworks/, ddp_demo.yaml) say it
-# with `gpus_per_node` too.
-CPU_RANKS = ["--set", "gpus_per_node=2", "--set", "slurm.gpus_per_node=2"]
+# What a rehearsal of a GPU example on the devstack asks for: 2 of the stand-in GPUs of
+# each devstack node, so 2 ranks per node. The CPU examples (examples/frameworks/,
+# ddp_demo.yaml) say `ranks_per_node` themselves.
+CPU_RANKS = ["--set", "gpus_per_node=2"]
 
 
 def run_env(**extra: str) -> dict[str, str]:
@@ -294,7 +294,7 @@ def test_workflow_example_runs_across_local_and_devstack_slurm(
     # A workflow takes no --set: the copy says what a CPU rehearsal on the devstack needs.
     path = gallery / "workflow.yaml"
     flow = yaml.safe_load(path.read_text())
-    flow["slurm"].update(python=PY, master_port=free_port(), gpus_per_node=2)
+    flow["slurm"].update(python=PY, master_port=free_port())
     flow["steps"]["train"]["gpus_per_node"] = 2
     flow["steps"]["train"]["command"] = "python ddp_demo.py --steps 20 --checkpoint-dir ckpt"
     path.write_text(yaml.safe_dump(flow, sort_keys=False))
