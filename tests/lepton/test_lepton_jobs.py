@@ -86,14 +86,14 @@ def test_tao_style_command_runs_once_per_node_and_meets_its_peer(lcli, write, em
     assert "master heard from node1" in node0 and "reached the master" in node1
 
 
-def evicting_job(write, emulator, retries: int = 2):
+def evicting_job(write, emulator, retries: int = 2, steps: int = 10):
     """A stdlib-only program in the bare image, its checkpoints on the Lustre volume."""
     programs = on_volume(emulator, PROGRAMS / "steps.py")
     return write(
         f"""
         name: evict-me
         image: python:3.11
-        command: python3 {programs}/steps.py 10 0.2
+        command: python3 {programs}/steps.py {steps} 0.2
         launcher: none
         checkpoint:
           dir: {MOUNT}/ckpt
@@ -107,13 +107,22 @@ def evicting_job(write, emulator, retries: int = 2):
 
 
 def test_evicted_job_resumes_from_its_newest_checkpoint_as_one_job(lcli, write, emulator):
-    emulator.add_fault(kind="evict", job="evict-me-*", after_s=1.2, count=1)
-    result = lcli("run", str(evicting_job(write, emulator)), "--json")
-    assert result.rc == 0, result.err
-    job = result.json()
-    assert job["state"] == "SUCCEEDED"
+    path = evicting_job(write, emulator, steps=40)
+    job = lcli("run", str(path), "--detach", "--json").json()
+    # Evicted once it has saved a step: a fixed delay could, on a busy machine, come before
+    # the program's first step, leaving nothing to resume from.
+    ckpt = volume_dir(emulator, f"{MOUNT}/ckpt")
+    wait_until(lambda: any(ckpt.glob("step-*.ckpt")), timeout=120, what="a first checkpoint")
+    emulator.add_fault(kind="evict", job="evict-me-*", after_s=0, count=1)
+
+    def ended():
+        view = lcli("status", job["id"], "--json").json()
+        return view if view["state"] not in ("PENDING", "STARTING", "RUNNING") else None
+
+    job = wait_until(ended, timeout=240, interval=0.5, what="the job's end")
+    assert job["state"] == "SUCCEEDED", job
     assert [j["id"] for j in lcli("ps", "--json").json()] == [job["id"]]
-    events = lcli("status", job["id"], "--json").json()["events"]
+    events = job["events"]
     resubmits = [e["detail"] for e in events if "attempt 2" in (e["detail"] or "")]
     assert len(resubmits) == 1 and "Preempted" in resubmits[0], events
     assert job["native_id"].startswith(f"evict-me-{job['id']}-r2-")
@@ -122,8 +131,8 @@ def test_evicted_job_resumes_from_its_newest_checkpoint_as_one_job(lcli, write, 
     assert resumed and int(resumed.group(1)) >= 1, logs
     before = logs.split("--- anylaunch: attempt 2")[0]
     assert f"step {resumed.group(1)}" in before  # it resumed from the last step it saved
-    assert logs.rstrip().endswith("done") and "step 10" in logs
-    assert (volume_dir(emulator, f"{MOUNT}/ckpt") / "step-10.ckpt").exists()  # on the volume
+    assert logs.rstrip().endswith("done") and "step 40" in logs
+    assert (ckpt / "step-40.ckpt").exists()  # on the volume
 
 
 def test_eviction_without_budget_left_ends_preempted(lcli, write, emulator):
