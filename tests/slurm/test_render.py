@@ -431,7 +431,7 @@ def test_a_container_works_in_the_jobs_folder_so_relative_checkpoints_stay_share
     script = script_of(tmp_path, text)
     quoted = shlex.quote(str(workdir))
     assert f"#SBATCH --chdir={quoted}" in script
-    srun = next(line for line in script.splitlines() if line.startswith("srun "))
+    srun = next(line for line in script.splitlines() if "srun --ntasks=1 " in line)
     assert f"--container-workdir={quoted}" in srun
     assert (
         f'--container-mounts="$ANYLAUNCH_JOB_DIR":"$ANYLAUNCH_JOB_DIR",{quoted}:{quoted} ' in srun

@@ -34,6 +34,8 @@ NCCL_DEFAULTS = {
     "PYTHONUNBUFFERED": "1",  # rank output reaches the log files as it is printed
 }
 EXIT_MOUNT_MISSING = 97
+# The batch shell's exit when srun's own status never reached it (its waiter was killed).
+EXIT_STATUS_LOST = 96
 EXIT_PORT_IN_USE = 98
 
 
@@ -405,19 +407,23 @@ def launch(job: Job) -> list[str]:
         f"read -r -d '' ANYLAUNCH_TASK <<'{tag}' || true",
         body,
         tag,
-        f'{words(srun)} bash -c "$ANYLAUNCH_TASK" &',
-        "srun_pid=$!",
+        *_start_waiter(words(srun) + ' bash -c "$ANYLAUNCH_TASK"', s.signal if s.time else None),
     ]
     if s.time and s.signal:
         out.append(
             f"trap 'echo \"anylaunch: {s.signal} {s.signal_lead}s before the time limit;"
-            f' forwarding it to the ranks"; kill -{s.signal} "$srun_pid"\' {s.signal}'
+            f' forwarding it to the ranks"; [ -z "$srun_pid" ] || kill -{s.signal} "$srun_pid"\''
+            f" {s.signal}"
         )
         out.append(f'if [ "$early_signal" = 1 ]; then kill -{s.signal} "$$"; fi')
     out += _watchdog(job)
     out += [
-        "# wait returns early when a trapped signal arrives; wait again until srun ends.",
-        'while :; do wait "$srun_pid"; rc=$?; kill -0 "$srun_pid" 2>/dev/null || break; done',
+        "# srun's exit status: a read that a trapped signal interrupts is read again.",
+        'rc=""; until read -r rc <&"$srun_status"; do [ "$?" -gt 128 ] || break; done',
+        'if [ -z "$rc" ]; then',
+        "  echo \"anylaunch: srun's exit status was lost: the process waiting for it ended"
+        f' first" >&2; rc={EXIT_STATUS_LOST}',
+        "fi",
     ]
     if job.spec.watchdog is not None:
         out.append(
@@ -491,6 +497,30 @@ def _watchdog(job: Job) -> list[str]:
         " every rank's Python stack into node 0's log, then stops srun.",
         f"{words(watch)} &",
         "watch_pid=$!",
+    ]
+
+
+def _start_waiter(srun: str, forwarded: str | None) -> list[str]:
+    """Start srun under a process that only waits for it, and read srun's pid from it.
+
+    The batch shell's own `wait "$srun_pid"` returns early when a trapped signal arrives
+    (the early signal, a template's trap). If srun ends at that moment, bash may already
+    have collected srun's status: `wait` then answers 128+signal, and a job whose srun
+    ended 0 ends FAILED (a second `wait` is no cure: bash 5.2 then answers 127, or -1,
+    for a status it already collected). A process that
+    traps nothing has nothing to interrupt its `wait`: it prints srun's pid, then srun's
+    exit status, on a pipe the batch shell reads. It ignores the forwarded signal, which
+    `scancel --batch` also sends it; srun gets that signal's default back, as before.
+    """
+    if forwarded:
+        srun = f"trap '' {forwarded}; (trap - {forwarded}; exec {srun})"
+    return [
+        "# srun runs under a process that only waits for it: it prints srun's pid, then srun's",
+        "# exit status. The batch shell's own wait, interrupted by a trapped signal as srun",
+        "# ends, can answer 128+signal or lose srun's status.",
+        "exec {srun_out}>&1",
+        f'exec {{srun_status}}< <({srun} >&"$srun_out" & echo "$!"; wait "$!"; echo "$?")',
+        'srun_pid=""; until read -r srun_pid <&"$srun_status"; do [ "$?" -gt 128 ] || break; done',
     ]
 
 
