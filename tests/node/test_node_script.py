@@ -170,6 +170,16 @@ def test_hooks_files_and_in_job_steps_keep_the_program_status(tmp_path):
     assert done.returncode == 0
 
 
+@pytest.mark.parametrize(
+    "post",
+    [["rc=0"], ["exit 0"], ["for f in a; do rc=0; done", "echo post"], ["false"]],
+    ids=["sets-rc", "exits", "loop-variable", "fails"],
+)
+def test_a_post_hook_never_replaces_the_program_status(tmp_path, post):
+    done = run(NodeScript(command="exit 3", launcher="none", post=post), tmp_path)
+    assert done.returncode == 3, done.stderr
+
+
 def test_a_failing_pre_hook_stops_the_node_before_the_program(tmp_path):
     node = NodeScript(command="echo ran", launcher="none", pre=["false"])
     done = run(node, tmp_path)

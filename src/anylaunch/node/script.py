@@ -92,7 +92,12 @@ def lines(node: NodeScript) -> list[str]:
     if node.pre:
         out += ["set -e", *node.pre, "set +e"]
     if node.post or node.after:
-        out += [run.line, "rc=$?", *node.post, *node.after, 'exit "$rc"']
+        out += [run.line, "rc=$?"]
+        if node.post:
+            # In a subshell: they read the program's status in `$rc`, but an `exit` or an
+            # `rc=` of theirs cannot replace it.
+            out += ["(", *node.post, ")"]
+        out += [*node.after, 'exit "$rc"']
     else:
         out.append(f"exec {run.line}")
     return out
