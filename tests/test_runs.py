@@ -56,3 +56,18 @@ def test_a_run_detaches_and_status_shows_its_splits(cli, write):
 def test_retry_needs_the_failed_flag_and_a_known_run(cli_inproc):
     assert cli_inproc("retry", "nosuchrun", "--failed").rc == 2
     assert cli_inproc("retry", "nosuchrun").rc == 2
+
+
+# A node that kills its own supervisor: nobody is left to collect how it ended, so the
+# job ends UNKNOWN for good (never SUCCEEDED, never FAILED on a guess).
+LOSES_ITS_SUPERVISOR = 'if [ "$SPLIT_ID" = 1 ]; then kill -9 "$PPID"; sleep 2; fi'
+
+
+def test_a_run_with_a_split_unknown_for_good_ends_unknown_instead_of_waiting_forever(cli, write):
+    path = write(f"launcher: none\nsplits: 2\ncommand: [bash, -c, '{LOSES_ITS_SUPERVISOR}']\n")
+    done = cli("run", str(path), "--json", timeout=120)
+    assert done.rc == 1, done.err
+    run = done.json()
+    assert [s["state"] for s in run["splits"]] == ["SUCCEEDED", "UNKNOWN"]
+    assert run["state"] == "UNKNOWN"
+    assert "died without a result" in run["splits"][1]["attempts"][0]["detail"]

@@ -135,3 +135,27 @@ def test_a_secret_reaches_each_step_and_never_the_store_status_or_controller_log
     for file in home.rglob("*"):  # the store, its WAL, the controller's log, job files
         if file.is_file():
             assert planted.encode() not in file.read_bytes(), file
+
+
+def test_a_step_unknown_for_good_ends_the_workflow_unknown_and_runs_nothing_after_it(
+    cli, write, tmp_path
+):
+    after = tmp_path / "after-ran"
+    path = write(
+        f"""
+        launcher: none
+        steps:
+          lost:
+            command: [bash, -c, 'kill -9 "$PPID"; sleep 2']
+          after:
+            needs: [lost]
+            command: [touch, {after}]
+        """,
+        "wf.yaml",
+    )
+    done = cli("run", str(path), "--json", env=FAST, timeout=120)
+    assert done.rc == 1, done.err
+    wf = done.json()
+    assert wf["state"] == "UNKNOWN"
+    assert {s["id"]: s["state"] for s in wf["steps"]} == {"lost": "UNKNOWN", "after": "BLOCKED"}
+    assert not after.exists()

@@ -141,7 +141,7 @@ def _finish_run(run_id: str, *, detach: bool, as_json: bool) -> None:
                         f"split {split_id}: {latest.state.value} (job {latest.id})", err=True
                     )
                 seen[split_id] = latest.state.value
-            if view.state.terminal:
+            if view.ended:
                 break
             time.sleep(0.5)
     if as_json:
@@ -175,7 +175,7 @@ def retry(run_id: str, only_failed: bool, detach: bool, as_json: bool) -> None:
 
     if wf.is_workflow_id(run_id):
         summary = wf.retry(run_id, note=None if as_json else note)
-        if not detach and summary["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+        if not detach and summary["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN"):
             state = wf.wait(run_id, None if as_json else note)
             summary = wf.status(run_id)
             show_workflow(summary, as_json)

@@ -412,7 +412,7 @@ class WorkflowStatus(_Out):
 
     id: str = Field(description="the workflow id (wf-...)")
     kind: Literal["workflow"]
-    state: Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
+    state: Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN"]
     name: str
     file: str
     mode: Literal["controller", "manual", "slurm"] = Field(

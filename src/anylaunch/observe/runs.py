@@ -27,7 +27,19 @@ class RunView:
 
     @property
     def state(self) -> State:
-        return run_state(attempts[-1].state for attempts in self.splits.values())
+        """The run's state; a split UNKNOWN only until a poll finds it (a submit whose
+        answer was lost) is still under way, one UNKNOWN for good has ended."""
+        return run_state(
+            State.PENDING
+            if latest.state is State.UNKNOWN and not latest.unknown_for_good
+            else latest.state
+            for latest in (attempts[-1] for attempts in self.splits.values())
+        )
+
+    @property
+    def ended(self) -> bool:
+        """Whether nothing is left to wait for: every split ended, or cannot be known."""
+        return ended(self.state)
 
     def failed(self) -> list[int]:
         return [i for i, attempts in self.splits.items() if attempts[-1].state in RETRIED_STATES]
@@ -63,13 +75,31 @@ def split_ref(run_id: str, split_id: int) -> str:
 
 def run_state(latest: Iterable[State]) -> State:
     """A run's state from the states of its splits' newest attempts (each split once or
-    each state once: only which states occur matters)."""
+    each state once: only which states occur matters).
+
+    A split that failed fails the run. A split UNKNOWN (its end cannot be known) makes a
+    run that did not fail UNKNOWN, never SUCCEEDED: and the run has ended, as that split
+    has, so nothing waits for it forever.
+    """
     seen = set(latest)
     if seen <= {State.SUCCEEDED}:
         return State.SUCCEEDED
-    if not all(s.terminal for s in seen):
+    if seen & _LIVE:
         return State.RUNNING if State.RUNNING in seen else State.PENDING
-    return State.CANCELLED if seen == {State.CANCELLED} else State.FAILED
+    if seen == {State.CANCELLED}:
+        return State.CANCELLED
+    if State.UNKNOWN in seen and not seen & _FAILED:
+        return State.UNKNOWN
+    return State.FAILED
+
+
+def ended(state: State) -> bool:
+    """Whether a run in `state` (from `run_state`) has ended."""
+    return state.terminal or state is State.UNKNOWN
+
+
+_LIVE = frozenset({State.PENDING, State.STARTING, State.RUNNING})
+_FAILED = frozenset(RETRIED_STATES)
 
 
 def load(run_id: str, store: Store | None = None) -> RunView:

@@ -246,7 +246,7 @@ class Job:
     def settled_unknown(self) -> bool:
         """UNKNOWN for good: nothing will tell how the job ended (its detail says why);
         `cancel` still settles it as CANCELLED."""
-        return self.record.state is State.UNKNOWN and bool(self.record.meta.get("outcome_unknown"))
+        return self.record.unknown_for_good
 
     def logs(self, node: int | None = None, tail: int | None = None) -> str:
         """The job's output so far, secrets masked; several nodes are prefixed `[node N]`."""

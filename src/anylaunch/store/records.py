@@ -37,6 +37,12 @@ class JobRecord:
     # state shown is then the last known one.
     stale: str | None = field(default=None, compare=False)
 
+    @property
+    def unknown_for_good(self) -> bool:
+        """UNKNOWN, and nothing will ever tell how the job ended (`Store.mark_unknown`
+        with `final`): its detail says why. Nothing waits for it any longer."""
+        return self.state is State.UNKNOWN and bool(self.meta.get("outcome_unknown"))
+
     def summary(self) -> dict[str, Any]:
         """The stable `--json` shape of a job (contract: id, state, backend, native_id, exit_code)."""
         return {

@@ -28,7 +28,8 @@ WAITING = "WAITING"  # its needs are not done yet
 BLOCKED = "BLOCKED"  # a step it needs failed or was cancelled: it waits for a retry
 SKIPPED = "SKIPPED"  # not part of this run (--only / --from)
 DONE = (State.SUCCEEDED.value, SKIPPED)
-ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})  # a workflow's final states
+# A workflow's final states; UNKNOWN: a step's end cannot be known, and nothing after it runs.
+ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "UNKNOWN"})
 
 
 @dataclass
@@ -184,6 +185,8 @@ def _state(record: WorkflowRecord, steps: dict[str, StepView]) -> str:
         return State.RUNNING.value if started else State.PENDING.value
     if record.cancel_requested_at:
         return State.CANCELLED.value
+    if State.UNKNOWN.value in states and State.FAILED.value not in states:
+        return State.UNKNOWN.value  # never SUCCEEDED on a guess, nor FAILED
     return State.FAILED.value
 
 
