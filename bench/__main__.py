@@ -28,12 +28,16 @@ from bench import (
     slurm_scale,
     staging,
     startup,
+    teardown,
     ui,
 )
 from bench.common import ROOT, Row, failed
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GROUPS = ("startup", "plan", "slurm", "lepton", "launch", "staging", "ui", "diagnose", "scale")
+GROUPS = (
+    "startup", "plan", "slurm", "lepton", "launch", "teardown", "staging", "ui", "diagnose",
+    "scale",
+)  # fmt: skip
 PICTURE = ROOT / "docs" / "bench-scale.svg"
 
 
@@ -83,6 +87,7 @@ def main() -> None:
         "slurm": slurm.run,
         "lepton": lepton.run,
         "launch": launch.run,
+        "teardown": teardown.run,
         "staging": staging.run,
         "ui": ui.run,
         "diagnose": diagnose.run,

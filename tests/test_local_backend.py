@@ -334,3 +334,32 @@ def test_the_dry_run_is_the_plan_that_is_sent(cli, write, home):
     )
     job_id = assert_dry_run_is_the_plan_sent(cli, home, path, env={"HF_TOKEN": "hf_x"})
     assert cli("cancel", job_id, "--json").json()["state"] == "CANCELLED"
+
+
+# A rank that aborts (SIGABRT) in Python's teardown after its program ended with 0: torch's
+# gloo group does so at exit now and then. The abort is the teardown's, not the work's.
+def _teardown_abort_job(write, **env: str) -> Path:
+    variables = ", ".join(f"{k}: {v!r}" for k, v in env.items())
+    return write(
+        f"command: python {PROGRAMS / 'teardown_abort.py'} --lr 0.1\nnodes: 2\n"
+        f"env: {{{variables}}}\nlocal: {{kill_grace_s: 2}}\n"
+    )
+
+
+def test_a_rank_aborting_in_teardown_after_its_work_ended_well_does_not_fail_the_job(
+    cli, write, torch
+):
+    result = cli("run", str(_teardown_abort_job(write, ABORT_WHEN="teardown")), timeout=180)
+    assert result.rc == 0, result.out + result.err
+    assert "argv=['--lr', '0.1'] main=__main__" in result.out
+    assert result.out.count("aborted (SIGABRT) in Python's teardown") == 2
+
+
+def test_a_rank_aborting_in_its_work_or_after_failing_or_in_its_own_exit_handler_fails(
+    cli, write, torch
+):
+    for env in ({"ABORT_WHEN": "work"}, {"EXIT_STATUS": "3"}, {"ABORT_WHEN": "handler"}):
+        result = cli("run", str(_teardown_abort_job(write, **env)), "--json", timeout=180)
+        assert result.rc == 1, env
+        assert result.json()["state"] == "FAILED", env
+        assert "in Python's teardown" not in cli("logs", result.json()["id"]).out, env
