@@ -11,9 +11,13 @@ from anylaunch.observe.runs import RunView
 from anylaunch.state import State
 
 
-def job(state: str, **counters: int) -> wire.LeptonJob:
+def job(state: str, completions: int = 1, **counters: int) -> wire.LeptonJob:
     return wire.LeptonJob.model_validate(
-        {"metadata": {"id": "j-1"}, "status": {"state": state, **counters}}
+        {
+            "metadata": {"id": "j-1"},
+            "spec": {"completions": completions, "parallelism": completions},
+            "status": {"state": state, **counters},
+        }
     )
 
 
@@ -23,18 +27,22 @@ def test_a_stopped_job_is_cancelled_and_never_error(state):
     assert sdk_status(state) == "Cancelled"
 
 
-def test_an_archived_job_keeps_how_it_ended():
-    assert to_state(job("Archived", succeeded=2)) is State.SUCCEEDED
-    assert to_state(job("Archived", failed=1)) is State.FAILED
-    assert to_state(job("Archived")) is State.CANCELLED  # stopped before anything ended
+def test_an_archived_job_keeps_how_it_ended_and_is_unknown_where_its_counters_cannot_say():
+    assert to_state(job("Archived", succeeded=1)) is State.SUCCEEDED
+    assert to_state(job("Archived", 2, succeeded=2)) is State.SUCCEEDED
+    assert to_state(job("Archived", 2, succeeded=1, failed=1)) is State.FAILED
+    # One of two workers succeeded, or none counted (it failed before a worker ended):
+    # Lepton archives completed and failed jobs alike, so neither is a success.
+    assert to_state(job("Archived", 2, succeeded=1)) is State.UNKNOWN
+    assert to_state(job("Archived")) is State.UNKNOWN
     assert sdk_status("Failed") == "Error"
-    for counters, reported in (
-        ({"succeeded": 2}, "Complete"),
-        ({"failed": 1}, "Error"),
-        ({}, "Cancelled"),
+    for completions, counters, reported in (
+        (2, {"succeeded": 2}, "Complete"),
+        (1, {"failed": 1}, "Error"),
+        (2, {"succeeded": 1}, "Unknown"),
+        (1, {}, "Unknown"),
     ):
-        archived = job("Archived", **counters)
-        assert sdk_status("Archived", archived.status) == reported
+        assert sdk_status("Archived", job("Archived", completions, **counters)) == reported
 
 
 def test_retry_failed_picks_failed_splits_and_never_a_cancelled_one():

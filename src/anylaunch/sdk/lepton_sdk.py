@@ -188,7 +188,7 @@ class LeptonSDK:
         status = job.status or wire.JobStatus()
         return {
             "job_id": job.metadata.id,
-            "status": sdk_status(status.state, status),
+            "status": sdk_status(status.state, job),
             "state": status.state or "UNK",
             "ready": status.ready,
             "active": status.active,

@@ -198,6 +198,8 @@ class LeptonBackend(Backend):
         state = states.to_state(native)
         if state is State.SUCCEEDED:
             return Observation(state, 0, None)
+        if state is State.UNKNOWN and native.state == "Archived":  # nothing more will come
+            return Observation(state, None, states.archived_detail(native), final=True)
         if state is not State.FAILED:
             return Observation(state)
         events = client.events(native.metadata.id or "")

@@ -45,12 +45,31 @@ def to_state(job: wire.LeptonJob) -> State:
         return State.STARTING if status.ready < status.active else State.RUNNING
     if state == "Failed":
         return State.FAILED
-    if state == "Archived":  # past its TTL: the counters still tell how it ended
-        if status.failed:
-            return State.FAILED
-        # Nothing failed: it completed, or it was stopped before any worker ended.
-        return State.SUCCEEDED if status.succeeded else State.CANCELLED
+    if state == "Archived":
+        return archived(job)
     return _DIRECT.get(state, State.UNKNOWN)  # Stopping, Deleting, Terminating, "" -> wait
+
+
+def archived(job: wire.LeptonJob) -> State:
+    """How an Archived job ended, from its counters alone: Lepton archives a job that
+    completed or failed once its TTL after finishing has passed, and keeps no state
+    before that. A failed worker means it failed; every worker succeeded means it
+    completed; anything else (a job that failed before any worker ended, counters cut
+    short) is UNKNOWN, never a guess."""
+    status = job.status or wire.JobStatus()
+    if status.failed:
+        return State.FAILED
+    if status.succeeded and status.succeeded >= (job.spec.completions or 1):
+        return State.SUCCEEDED
+    return State.UNKNOWN
+
+
+def archived_detail(job: wire.LeptonJob) -> str:
+    status = job.status or wire.JobStatus()
+    return (
+        f"archived past its TTL with {status.succeeded} of {job.spec.completions or 1}"
+        f" workers succeeded and {status.failed} failed: how it ended is not known"
+    )
 
 
 def evicted(events: list[wire.Event]) -> wire.Event | None:
@@ -67,14 +86,14 @@ def exit_code(events: list[wire.Event]) -> int | None:
     return None
 
 
-def sdk_status(state: str, status: wire.JobStatus | None = None) -> str:
+def sdk_status(state: str, job: wire.LeptonJob | None = None) -> str:
     """TAO's Lepton SDK's coarse status: Pending / Running / Complete / Error, plus Cancelled.
 
     A job someone stopped did not fail: it reads Cancelled, never Error. An archived job
-    reads as it ended (its counters say how).
+    reads as it ended (its counters say how), or Unknown when they cannot say.
     """
     if state == "Archived":
-        archived = {State.SUCCEEDED: "Complete", State.FAILED: "Error"}
-        found = to_state(wire.LeptonJob(metadata=wire.Metadata(), status=status))
-        return archived.get(found, "Cancelled")
+        ended = {State.SUCCEEDED: "Complete", State.FAILED: "Error"}
+        found = archived(job or wire.LeptonJob(metadata=wire.Metadata()))
+        return ended.get(found, "Unknown")
     return _SDK_STATUS.get(state, "Pending")
