@@ -21,12 +21,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Row, failed
+from anylaunch.backends.local.plan import AGENT_FILE
+from bench.common import ROOT, Row, failed
 
 GROUP = "teardown"
 GOAL = "0 runs failed after the work ended"
 DONE = "bench: work done"
 RANKS = 2
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 # A plain run whose node aborted waits in the other agent's exit barrier (300 s): such a
 # run is stopped here and counted as hung.
 RUN_LIMIT_S = 120.0
@@ -44,7 +46,7 @@ print(f"{DONE} rank={{dist.get_rank()}}", flush=True)
 
 
 def run(rounds: int = 20) -> list[Row]:
-    case = f"gloo program, 2 nodes x 1 rank, {rounds} runs each"
+    case = f"gloo program, 2 nodes x 1 rank, {rounds} runs"
     work = Path(tempfile.mkdtemp(prefix="bench-teardown-"))
     try:
         (work / "prog.py").write_text(PROGRAM)
@@ -59,34 +61,31 @@ def run(rounds: int = 20) -> list[Row]:
             "OMP_NUM_THREADS": "1",
             "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
         }
+        agent = str(ROOT / "src" / "anylaunch" / "backends" / "local" / AGENT_FILE)
         ours: list[tuple[str, str]] = []
+        wrapped: list[tuple[str, str]] = []
         plain: list[tuple[str, str]] = []
         for i in range(rounds):
             ours.append(_once([[str(bindir / "anylaunch"), "run", "job.yaml"]], work, env))
-            plain.append(_once(_plain_agents(f"bench-{i}"), work, env))
-            print(f"bench: teardown run {i + 1}: anylaunch {ours[-1][1]}, plain {plain[-1][1]}",
-                  file=sys.stderr, flush=True)  # fmt: skip
-        a, b = _failed_after_work(ours), _failed_after_work(plain)
-        absorbed = sum(out.count("in Python's teardown after its program") for out, _ in ours)
-        return [
-            Row(
-                GROUP,
-                case,
-                ours=f"{a}/{rounds} failed after the work ended",
-                other=f"plain torchrun (c10d) {b}/{rounds}",
-                goal=GOAL,
-                met=a == 0,
-                note=f"anylaunch counted {absorbed} rank aborts in teardown as exit 0;"
-                f" plain: {_outcomes(plain)}; anylaunch: {_outcomes(ours)}",
-                data={
-                    "rounds": rounds,
-                    "anylaunch_failed": a,
-                    "plain_failed": b,
-                    "absorbed": absorbed,
-                    "anylaunch": [o for _, o in ours],
-                    "plain": [o for _, o in plain],
-                },
+            wrapped.append(_once(_agents([sys.executable, agent], f"w-{i}"), work, env))
+            plain.append(_once(_agents(TORCHRUN, f"p-{i}"), work, env))
+            print(
+                f"bench: teardown run {i + 1}: anylaunch {ours[-1][1]},"
+                f" its agent (c10d) {wrapped[-1][1]}, plain (c10d) {plain[-1][1]}",
+                file=sys.stderr,
+                flush=True,
             )
+        b = _failed_after_work(plain)
+        other = f"plain torchrun (c10d) {b}/{rounds}"
+        return [
+            _row(f"anylaunch run, {case}", ours, rounds, other, _outcomes(plain)),
+            _row(
+                f"anylaunch's torchrun agent, --rdzv-backend=c10d, {case}",
+                wrapped,
+                rounds,
+                other,
+                _outcomes(plain),
+            ),
         ]
     except Exception as exc:
         return [failed(GROUP, case, GOAL, exc)]
@@ -94,11 +93,33 @@ def run(rounds: int = 20) -> list[Row]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _plain_agents(run_id: str) -> list[list[str]]:
+def _row(case: str, runs: list[tuple[str, str]], rounds: int, other: str, plain: str) -> Row:
+    failed_after_work = _failed_after_work(runs)
+    absorbed = sum(out.count("in Python's teardown after its program") for out, _ in runs)
+    return Row(
+        GROUP,
+        case,
+        ours=f"{failed_after_work}/{rounds} failed after the work ended",
+        other=other,
+        goal=GOAL,
+        met=failed_after_work == 0,
+        note=f"{_outcomes(runs)}; {absorbed} rank aborts in teardown counted as exit 0;"
+        f" plain: {plain}",
+        data={
+            "rounds": rounds,
+            "failed_after_work": failed_after_work,
+            "absorbed": absorbed,
+            "outcomes": [o for _, o in runs],
+        },
+    )
+
+
+def _agents(torchrun: list[str], run_id: str) -> list[list[str]]:
+    """Two agents of one rank each, meeting by the c10d rendezvous (torch's elastic mode)."""
     endpoint = f"127.0.0.1:{_free_port()}"
-    agent = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
-             "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
-             "--rdzv-id", run_id, "--max-restarts", "0", "prog.py"]  # fmt: skip
+    agent = [*torchrun, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+             "--rdzv-endpoint", endpoint, "--rdzv-id", run_id, "--max-restarts", "0",
+             "prog.py"]  # fmt: skip
     return [agent, agent]
 
 

@@ -146,7 +146,7 @@ def _rank(argv: list[str]) -> None:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
             sys.argv = [target, *args]
-            sys.path[0] = os.path.dirname(os.path.abspath(target))
+            sys.path[0] = os.path.dirname(os.path.realpath(target))  # as python does
             runpy.run_path(target, run_name="__main__")
     except SystemExit as exc:
         ended_well = exc.code is None or exc.code == 0
