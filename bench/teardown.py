@@ -51,7 +51,7 @@ def run(rounds: int = 20) -> list[Row]:
     try:
         (work / "prog.py").write_text(PROGRAM)
         (work / "job.yaml").write_text(
-            "name: bench-teardown\ncommand: python prog.py\nnodes: 2\ngpus_per_node: 1\n"
+            "name: bench-teardown\ncommand: python prog.py\nnodes: 2\nranks_per_node: 1\n"
             "local: {workdir: .}\n"
         )
         bindir = Path(sys.executable).parent

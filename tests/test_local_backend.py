@@ -341,7 +341,7 @@ def test_the_dry_run_is_the_plan_that_is_sent(cli, write, home):
 def _teardown_abort_job(write, **env: str) -> Path:
     variables = ", ".join(f"{k}: {v!r}" for k, v in env.items())
     return write(
-        f"command: python {PROGRAMS / 'teardown_abort.py'} --lr 0.1\nnodes: 2\n"
+        f"command: python {PROGRAMS / 'teardown_abort.py'} --lr 0.1\nnodes: 2\nranks_per_node: 1\n"
         f"env: {{{variables}}}\nlocal: {{kill_grace_s: 2}}\n"
     )
 
