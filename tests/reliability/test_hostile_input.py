@@ -234,3 +234,45 @@ def test_bad_names_in_a_backend_sections_env_are_refused_at_their_line(
 ) -> None:
     message = _refused_from_the_cli("command: [echo]\n" + section, tmp_path, home)
     assert "job.yaml:2:" in message, message
+
+
+def _chain_backwards(steps: int) -> str:
+    """A workflow whose `needs` chain is written last step first: s0 needs s1, ..."""
+    lines = ["name: chain", "launcher: none", "steps:"]
+    for i in range(steps):
+        needs = f", needs: [s{i + 1}]" if i + 1 < steps else ""
+        lines.append(f"  s{i}: {{command: [echo, '{i}']{needs}}}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_needs_chain_of_a_thousand_steps_written_backwards_is_planned(
+    tmp_path: Path, home: Path
+) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text(_chain_backwards(1000))
+    done = inproc.completed(("run", str(path), "--dry-run", "--json"), cli_env(home), tmp_path)
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["order"][:2] == ["s999", "s998"]
+
+
+def test_a_needs_chain_written_backwards_is_recorded_and_started_detached(
+    tmp_path: Path, home: Path, spawns
+) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text(_chain_backwards(400))
+    env = cli_env(home)
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "run", str(path), "--detach", "--json", "--no-preflight"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    workflow_id = json.loads(done.stdout)["id"]
+    stopped = subprocess.run(
+        [PY, "-m", "anylaunch", "cancel", workflow_id, "--json"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert stopped.returncode == 0, stopped.stderr[-2000:]
