@@ -69,9 +69,14 @@ def test_any_bytes_in_a_job_file_load_or_are_one_line_error(tmp_path: Path, data
         "? [a, b]\n: c\ncommand: 'true'\n",
         "command: 'true'\nenv: {'': x}\n",
         "command: 'true'\nenv: {'A=B': x, 'A B': y}\n",
+        # under libyaml's own nesting limit (1000), over Python's stack for the walkers
+        "command: [echo]\nmodel: " + "{a: " * 400 + "x" + "}" * 400 + "\n",
+        "command: [echo]\n" + "".join(
+            f"l{i}: &l{i} [[[[[[[[[[{f'*l{i - 1}' if i else 'x'}]]]]]]]]]]\n" for i in range(60)
+        ),  # each anchor nests the one before ten levels deeper
     ],
     ids=["alias-bomb", "deep", "python-tag", "huge-int", "binary", "bom-long", "merge",
-         "complex-key", "empty-env-name", "bad-env-names"],
+         "complex-key", "empty-env-name", "bad-env-names", "nested-400", "aliases-deepen"],
 )  # fmt: skip
 def test_yaml_weapons_are_one_line_errors_from_the_cli(
     text: str, tmp_path: Path, home: Path
@@ -85,6 +90,38 @@ def test_yaml_weapons_are_one_line_errors_from_the_cli(
     if done.returncode == 2:
         assert "\n" not in json.loads(done.stdout)["error"]["message"]
     assert not (tmp_path / "PWNED").exists()
+
+
+OVERRIDE_WEAPONS = {
+    "deep-value": "model=" + "[" * 600 + "]" * 600,
+    "alias-bomb-value": "model={a: &a [x, x, x, x, x, x, x, x, x, x], "
+    + ", ".join(
+        f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]"
+        for p, c in zip("abcdefg", "bcdefgh", strict=True)
+    )
+    + "}",
+    "deep-key": ".".join(["model"] * 3000) + "=1",
+    "huge-int-value": "nodes=" + "9" * 5000,
+    "huge-key-part": "model." + "9" * 5000 + "=1",
+    "huge-index": "mounts." + "9" * 5000 + ".dest=/x",
+    "flow-key-part": "model." + "[" * 600 + "=1",
+}
+
+
+@pytest.mark.parametrize("weapon", sorted(OVERRIDE_WEAPONS))
+def test_override_weapons_are_one_line_errors_from_the_cli(
+    weapon: str, tmp_path: Path, home: Path
+) -> None:
+    """`--set` values are read as YAML too (an agent's tool call carries them as well)."""
+    path = tmp_path / "job.yaml"
+    path.write_text("command: [echo]\nmodel: {a: 1}\nmounts: ['/a:/b']\n")
+    args = ("run", str(path), "--dry-run", "--json", "--set", OVERRIDE_WEAPONS[weapon])
+    done = inproc.completed(args, cli_env(home), tmp_path)
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+    assert done.returncode in (0, 2), done.stderr[-2000:]
+    if done.returncode == 2:
+        assert "\n" not in json.loads(done.stdout)["error"]["message"]
 
 
 WORKDIR = "dir with 'quotes' $(x) ;&|"

@@ -33,8 +33,10 @@ from anylaunch.store import Store
 log = logging.getLogger("anylaunch.mcp")
 _Result = TypeVar("_Result")
 
+# A node is at most a few digits (a job has at most 10,000 nodes): a longer number is no
+# node, and Python refuses to read one of over 4,300 digits at all.
 JOB_URI = re.compile(
-    r"^anylaunch://jobs/(?P<id>[0-9a-z]{1,64})/(?P<what>plan|diagnosis|logs)(?:/(?P<node>\d+))?$"
+    r"^anylaunch://jobs/(?P<id>[0-9a-z]{1,64})/(?P<what>plan|diagnosis|logs)(?:/(?P<node>[0-9]{1,9}))?$"
 )
 # How many of the newest jobs `resources/list` names (every job stays readable by URI).
 LISTED_JOBS = 20
@@ -47,16 +49,17 @@ def secrets(extra: list[str] | None = None) -> list[str]:
 
 
 def _inline_secrets(arguments: dict[str, Any]) -> list[str]:
-    """Secret values written into a job file's text itself (env entries with secret names)."""
+    """Secret values written into a job file's text itself (entries with secret names).
+
+    The text is read as every job text is (`loader.parse_text`: its size, values,
+    nesting and aliases bounded) before anything walks it; text that cannot be read
+    raises the ConfigError the tool itself would."""
     text = arguments.get("yaml")
     if not isinstance(text, str):
         return []
-    import yaml
+    from anylaunch.jobfile.loader import parse_text
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return []
+    data = parse_text(text, "<yaml>").data
     found: list[str] = []
 
     def walk(node: Any) -> None:
@@ -102,8 +105,9 @@ def _error(exc: BaseException, hidden: list[str]) -> types.CallToolResult:
 
 def call(tool: ToolSpec, arguments: dict[str, Any]) -> types.CallToolResult:
     """Run one tool synchronously; its result, or its error, masked."""
-    hidden = secrets(_inline_secrets(arguments))
+    hidden = secrets()
     try:
+        hidden += _inline_secrets(arguments)
         result = tool.call(commands.parse(tool.arguments, arguments))
     except Exception as exc:
         log.warning("tool %s failed: %s", tool.name, getattr(exc, "code", type(exc).__name__))

@@ -18,7 +18,7 @@ from anylaunch.backends.registry import names as backend_names
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile import loader
 from anylaunch.jobfile.spec import JobSpec
-from anylaunch.jobfile.yamlsrc import KeyPath, Located, Origin, format_path, parse
+from anylaunch.jobfile.yamlsrc import KeyPath, Located, Origin, format_path
 from anylaunch.workflow import graph, handoff
 from anylaunch.workflow.model import Step, Workflow
 
@@ -32,7 +32,7 @@ MERGED = ("env",)  # mappings a step adds to; every other key a step writes repl
 def load(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Workflow:
     environ = os.environ if environ is None else environ
     file = str(path)
-    located = parse(loader.read_text(file), file)
+    located = loader.parse_text(loader.read_text(file), file)
     data = located.data
     steps = data.get("steps")
     if not isinstance(steps, dict) or not steps:

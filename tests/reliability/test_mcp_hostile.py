@@ -1,0 +1,117 @@
+"""The MCP server under hostile input, through the official SDK's client over stdio: job
+text that is a YAML weapon, numbers past what Python reads from text, and resource URIs
+it never made. Each is one tool error (or one protocol error) saying what to fix, in about
+the time the CLI takes; never a traceback in the server's log, never a minute of CPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from reliability_helpers import FIGURES, ROOT, cli_env, count_tracebacks
+
+pytest.importorskip("mcp")
+
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+# The CLI refuses each of these in well under a second; a server that walks the text
+# itself before the loader's limits apply spends minutes or overflows the stack.
+WEAPONS = {
+    "brackets": "[" * 50_000,
+    "nested-mappings": "command: " + "{a: " * 3_000 + "x" + "}" * 3_000 + "\n",
+    "alias-bomb": "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+    + "command: [echo]\n",
+}
+SECONDS = 20.0  # generous for a loaded machine: the CLI takes about 0.3 s
+
+
+def serve(home: Path, scenario: Any, *, read_only: bool = False) -> str:
+    """Run `scenario(client)` against `anylaunch mcp`; the server's log."""
+    log = home.parent / "mcp-server.log"
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "anylaunch", "mcp", *(["--read-only"] if read_only else [])],
+        env=cli_env(home),
+        cwd=str(ROOT),
+    )
+
+    async def main() -> None:
+        with log.open("a") as errlog:
+            async with Client(stdio_client(server, errlog=errlog)) as client:
+                await scenario(client)
+
+    anyio.run(main)
+    return log.read_text() if log.exists() else ""
+
+
+def recorded_job(home: Path) -> None:
+    """A finished one-node job, job00001, with a log."""
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord, Store
+
+    log = home / "jobs" / "job00001" / "logs" / "node-0.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("hello\n")
+    plan = {"nodes": 1, "payload": {"nodes": [{"node_rank": 0, "log": str(log)}]}}
+    store = Store(home)
+    try:
+        store.add(
+            JobRecord(
+                id="job00001", name="j", backend="local", state=State.SUCCEEDED, exit_code=0,
+                job_dir=str(log.parent.parent), plan=plan,
+            )
+        )  # fmt: skip
+    finally:
+        store.close()
+
+
+def error_of(result: Any) -> dict[str, Any]:
+    assert result.is_error, result.content
+    return json.loads(result.content[0].text)["error"]
+
+
+@pytest.mark.parametrize("weapon", sorted(WEAPONS))
+def test_yaml_weapons_sent_as_job_text_are_config_errors_in_cli_time(
+    weapon: str, home: Path, spawns
+) -> None:
+    text = WEAPONS[weapon]
+    took: dict[str, float] = {}
+
+    async def scenario(client: Client) -> None:
+        for tool in ("dry_run", "preflight", "run"):
+            start = time.monotonic()
+            with anyio.fail_after(10 * SECONDS):
+                result = await client.call_tool(tool, {"yaml": text})
+            took[tool] = time.monotonic() - start
+            FIGURES["hostile inputs"] += 1
+            error = error_of(result)
+            assert error["code"] == "CONFIG", error
+            assert "\n" not in error["message"], error
+
+    log = serve(home, scenario)
+    assert count_tracebacks(log) == 0, log[-3000:]
+    assert "Internal" not in log, log[-3000:]
+    assert max(took.values()) < SECONDS, took
+
+
+def test_a_resource_uri_with_a_node_number_past_pythons_limit_is_refused(
+    home: Path, spawns
+) -> None:
+    recorded_job(home)
+
+    async def scenario(client: Client) -> None:
+        for node in ("9" * 5000, "1" * 4301):
+            FIGURES["hostile inputs"] += 1
+            with pytest.raises(MCPError) as refused:
+                await client.read_resource(f"anylaunch://jobs/job00001/logs/{node}")
+            assert "Exceeds the limit" not in str(refused.value), refused.value
+
+    log = serve(home, scenario)
+    assert count_tracebacks(log) == 0, log[-3000:]
