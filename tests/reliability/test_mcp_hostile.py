@@ -115,3 +115,85 @@ def test_a_resource_uri_with_a_node_number_past_pythons_limit_is_refused(
 
     log = serve(home, scenario)
     assert count_tracebacks(log) == 0, log[-3000:]
+
+
+TWO_STEPS = """
+launcher: none
+steps:
+  one:
+    command: [bash, -c, "echo one"]
+  two:
+    needs: [one]
+    command: [bash, -c, "echo two"]
+"""
+
+
+def test_a_read_only_server_reports_a_dead_controller_and_starts_nothing(
+    home: Path, tmp_path: Path, spawns
+) -> None:
+    """`status` of a workflow whose controller died would start a new controller, which
+    submits the next step: a read-only server only says that one is needed."""
+    import subprocess
+
+    from anylaunch import workflow
+    from anylaunch.store import Store
+    from anylaunch.workflow import record as wfrecord
+
+    path = tmp_path / "wf.yaml"
+    path.write_text(TWO_STEPS)
+    wf = workflow.load(str(path))
+    store = Store(home)
+    wf_id = wfrecord.add(wf, wf.order(), wfrecord.CONTROLLED, store, keyed=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import json; from anylaunch.store import this_process;"
+         " print(json.dumps(this_process()))"],
+        capture_output=True, text=True, check=True, env=cli_env(home),
+    )  # fmt: skip
+    assert store.claim_controller(wf_id, json.loads(gone.stdout))
+    answers: list[dict[str, Any]] = []
+
+    async def scenario(client: Client) -> None:
+        for _ in range(2):
+            result = await client.call_tool("status", {"id": wf_id})
+            assert not result.is_error, result.content
+            answers.append(json.loads(result.content[0].text))
+            await anyio.sleep(1.5)  # a controller started by the first call would submit
+
+    serve(home, scenario, read_only=True)
+    FIGURES["hostile inputs"] += 1
+    assert store.list(limit=None) == [], "a read-only server submitted a step"
+    assert not (home / "workflows" / f"{wf_id}.log").exists()
+    for answer in answers:
+        assert answer["state"] == "PENDING", answer
+        assert answer["controller"] is False and answer["needs_controller"] is True, answer
+    store.close()
+
+
+WORKFLOW_OPTIONS = {
+    "overrides": {"overrides": ["steps.one.nodes=2"]},
+    "backend": {"backend": "local"},
+    "command": {"command": ["echo", "hi"]},
+}
+
+
+@pytest.mark.parametrize("given", sorted(WORKFLOW_OPTIONS))
+def test_a_workflow_refuses_job_options_over_mcp_as_the_cli_does(
+    given: str, home: Path, tmp_path: Path, spawns
+) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text(TWO_STEPS)
+    options = WORKFLOW_OPTIONS[given]
+
+    async def scenario(client: Client) -> None:
+        for tool in ("dry_run", "run"):
+            FIGURES["hostile inputs"] += 1
+            error = error_of(await client.call_tool(tool, {"file": str(path), **options}))
+            assert error["code"] == "USAGE", error
+            assert "write them in its steps" in error["message"], error
+
+    serve(home, scenario)
+    from anylaunch.store import Store
+
+    store = Store(home)
+    assert store.list(limit=None) == [] and store.workflows() == []
+    store.close()

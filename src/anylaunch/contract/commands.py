@@ -96,12 +96,24 @@ def dry_run_file(
     if is_workflow(path):
         from anylaunch.workflow import commands as workflows
 
+        refuse_job_options(backend, overrides, command)
         return workflows.dry_run(path, None, None)
     job, plan = dry_run_job(path, backend, overrides, command)
     return {
         "id": None, "kind": "job", "dry_run": True, "backend": job.backend,
         "plan": plan.to_json(),
     }  # fmt: skip
+
+
+def refuse_job_options(
+    backend: str | None, overrides: Sequence[str], command: Sequence[str]
+) -> None:
+    """A workflow's steps each say their backend, settings and command: one given for the
+    whole file would apply to no step, so it is refused rather than dropped."""
+    if command or backend or overrides:
+        raise UsageError(
+            "a workflow takes no backend, overrides (--set) or command: write them in its steps"
+        )
 
 
 def dry_run_job(

@@ -10,6 +10,8 @@ in a worker thread and the server keeps answering.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import os
@@ -103,12 +105,19 @@ def _error(exc: BaseException, hidden: list[str]) -> types.CallToolResult:
     )
 
 
-def call(tool: ToolSpec, arguments: dict[str, Any]) -> types.CallToolResult:
-    """Run one tool synchronously; its result, or its error, masked."""
+def call(
+    tool: ToolSpec, arguments: dict[str, Any], *, read_only: bool = False
+) -> types.CallToolResult:
+    """Run one tool synchronously; its result, or its error, masked. On a read-only server
+    even a reading tool starts nothing (a dead workflow controller is reported, not
+    replaced)."""
+    from anylaunch.workflow import controller
+
     hidden = secrets()
     try:
         hidden += _inline_secrets(arguments)
-        result = tool.call(commands.parse(tool.arguments, arguments))
+        with controller.observing() if read_only else contextlib.nullcontext():
+            result = tool.call(commands.parse(tool.arguments, arguments))
     except Exception as exc:
         log.warning("tool %s failed: %s", tool.name, getattr(exc, "code", type(exc).__name__))
         return _error(exc, hidden)
@@ -237,7 +246,9 @@ def build(*, read_only: bool = False) -> Server[Any]:
                 content=[types.TextContent(type="text", text=_json_text(body))], is_error=True
             )
         tool = BY_NAME[params.name]
-        return await anyio.to_thread.run_sync(call, tool, arguments)
+        return await anyio.to_thread.run_sync(
+            functools.partial(call, tool, arguments, read_only=read_only)
+        )
 
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
