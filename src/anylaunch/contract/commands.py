@@ -65,13 +65,14 @@ def job_path(args: inputs.JobFile) -> str:
         return args.file
     import hashlib  # only for YAML text; hashlib (OpenSSL) costs every other command ~10 ms
 
+    from anylaunch.store import private
+
     text = args.yaml or ""
-    folder = home() / "jobfiles"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private.folder(home() / "jobfiles")
     path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
     if not path.exists():
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        private.write(tmp, text)
         tmp.replace(path)
     return str(path)
 

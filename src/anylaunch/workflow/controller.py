@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from anylaunch.errors import AnylaunchError, JobNotFound
-from anylaunch.store import Store, alive, this_process
+from anylaunch.store import Store, alive, private, this_process
 from anylaunch.workflow import engine, native
 from anylaunch.workflow import record as wfrecord
 
@@ -65,7 +65,7 @@ def ensure(workflow_id: str, store: Store, state: str | None = None) -> int | No
         return None
     path = log_path(store, record.id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "ab") as log:
+    with open(path, "ab", opener=private.opener) as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "anylaunch.workflow.controller", record.id],
             stdin=subprocess.DEVNULL,

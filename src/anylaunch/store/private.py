@@ -1,0 +1,44 @@
+"""Folders and files only their owner can read: a job's folder, its logs and plan, the
+kept job text and the store hold what a program printed (its tokens too, if it printed
+them), so another user of the machine must not read them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+FOLDER = 0o700
+FILE = 0o600
+
+
+def folder(path: str | os.PathLike[str]) -> Path:
+    """`path` as a folder only its owner can enter (made if missing; tightened if ours)."""
+    path = Path(path)
+    path.mkdir(mode=FOLDER, parents=True, exist_ok=True)
+    _tighten(path, FOLDER)
+    return path
+
+
+def write(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write a file only its owner can read; text is written as UTF-8."""
+    raw = data.encode() if isinstance(data, str) else data
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE)
+    try:
+        os.fchmod(fd, FILE)  # an existing file keeps its mode through O_CREAT
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """Take group and others' access away from a folder of ours that has it."""
+    st = path.stat()
+    if st.st_uid == os.getuid() and st.st_mode & 0o777 & ~mode:
+        path.chmod(st.st_mode & 0o777 & mode)
+
+
+def opener(path: str, flags: int) -> int:
+    """For `open(path, "ab", opener=private.opener)`: a log created only its owner reads."""
+    return os.open(path, flags, FILE)
