@@ -313,3 +313,31 @@ def test_a_needs_chain_written_backwards_is_recorded_and_started_detached(
         env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert stopped.returncode == 0, stopped.stderr[-2000:]
+
+
+@pytest.mark.parametrize("where", ["command", "hook", "env"])
+def test_an_output_uri_cannot_run_shell_text_in_the_step_that_names_it(
+    where: str, tmp_path: Path, home: Path
+) -> None:
+    """A step's output URI named in another step's text is spliced into that text, which
+    for a command or hook is a shell line: shell syntax in the URI is refused, not run."""
+    pwned = tmp_path / "PWNED"
+    named = {
+        "command": "    command: 'echo ${steps.a.outputs.m}'\n",
+        "hook": "    command: [echo]\n    hooks: {pre: 'echo ${steps.a.outputs.m}'}\n",
+        "env": "    command: [echo]\n    env: {M: '${steps.a.outputs.m}'}\n",
+    }[where]
+    path = tmp_path / "wf.yaml"
+    path.write_text(
+        "launcher: none\nsteps:\n  a:\n    command: [echo]\n"
+        f"    outputs: {{m: 's3://bucket/x$(touch {pwned})'}}\n"
+        f"  b:\n{named}"
+    )
+    for args in (("--dry-run", "--json"), ("--detach", "--json")):
+        done = inproc.completed(("run", str(path), *args), cli_env(home), tmp_path)
+        FIGURES["hostile inputs"] += 1
+        assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+        assert done.returncode == 2, done.stdout[-2000:]
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] == "CONFIG" and "steps.b" in error["message"], error
+    assert not pwned.exists()
