@@ -360,20 +360,25 @@ def _supervisor_runs(job: JobRecord) -> bool:
 
 
 def _supervisor(job: JobRecord) -> psutil.Process | None:
-    """The job's supervisor if it still runs (checked by pid *and* start time)."""
-    if not job.native_id:
+    """The job's supervisor if it still runs, checked by pid *and* start time: the pid
+    comes from the store, and a process it does not prove to be ours is never signalled
+    (a record without a start time is left to the search by job id)."""
+    started = job.meta.get("create_time")
+    if not job.native_id or not job.native_id.isdigit() or started is None:
         return None
     import psutil
 
     try:
-        proc = psutil.Process(int(job.native_id))
-        started = job.meta.get("create_time")
-        if started is not None and abs(proc.create_time() - started) > 0.5:
+        pid = int(job.native_id)
+        if pid <= 1:
+            return None  # never init, nor the kernel's idle task
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - float(started)) > 0.5:
             return None  # the pid was reused by another process
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
         return proc
-    except (psutil.NoSuchProcess, ValueError):
+    except (psutil.NoSuchProcess, TypeError, ValueError):
         return None
 
 
