@@ -197,3 +197,80 @@ def test_a_workflow_refuses_job_options_over_mcp_as_the_cli_does(
     store = Store(home)
     assert store.list(limit=None) == [] and store.workflows() == []
     store.close()
+
+
+LITERAL = "literal-token-9f8e7d6c5b4a"
+
+
+def test_a_secret_written_literally_in_job_text_is_masked_by_every_later_reader(
+    home: Path, tmp_path: Path, spawns
+) -> None:
+    """The value is known to the call that carried the text; the job's later readers
+    (other calls, other processes, the dashboard) must mask it too, and nothing another
+    user can read holds it."""
+    import subprocess
+
+    text = (
+        "launcher: none\n"
+        "command: [bash, -c, 'echo token=$MY_TOKEN; echo $MY_TOKEN >&2; exit 3']\n"
+        f"env: {{MY_TOKEN: {LITERAL}}}\n"
+    )
+    seen: list[str] = []
+
+    async def scenario(client: Client) -> None:
+        started = await client.call_tool("run", {"yaml": text})
+        assert not started.is_error, started.content
+        seen.append(started.content[0].text)
+        job_id = json.loads(started.content[0].text)["id"]
+        await client.call_tool("wait", {"job_id": job_id, "timeout_s": 60})
+        seen.append(job_id)
+
+    serve(home, scenario)
+    job_id = seen.pop()
+
+    async def later(client: Client) -> None:  # another session: it never saw the text
+        for tool, args in [
+            ("logs", {"job_id": job_id}),
+            ("logs", {"job_id": job_id, "tail": 1}),
+            ("logs", {"job_id": job_id, "since": 2}),
+            ("diagnose", {"job_id": job_id}),
+            ("status", {"id": job_id}),
+        ]:
+            result = await client.call_tool(tool, args)
+            seen.append(result.content[0].text)
+        for what in ("logs", "logs/0", "diagnosis", "plan"):
+            resource = await client.read_resource(f"anylaunch://jobs/{job_id}/{what}")
+            seen.append(resource.contents[0].text)
+
+    serve(home, later)
+    env = cli_env(home)
+    env.pop("MY_TOKEN", None)
+    for args in (
+        ["logs", job_id], ["logs", job_id, "--json"], ["logs", job_id, "--tail", "1"],
+        ["logs", job_id, "--since", "3", "--json"], ["diagnose", job_id],
+        ["diagnose", job_id, "--json"], ["status", job_id, "--json"],
+    ):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "anylaunch", *args], capture_output=True, text=True, env=env
+        )
+        seen.append(done.stdout + done.stderr)
+
+    from starlette.testclient import TestClient
+
+    from anylaunch.ui.app import create_app
+    from anylaunch.ui.masking import Masker
+
+    app = create_app(home, "action", Masker({}))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        for page in (f"/jobs/{job_id}", f"/jobs/{job_id}/logs"):
+            seen.append(client.get(page).text)
+    FIGURES["hostile inputs"] += len(seen)
+    assert any("token=***" in s for s in seen), seen  # the log was read, and masked
+    shown = [s for s in seen if LITERAL in s]
+    assert shown == [], shown[0][:2000]
+    # On disk: nothing another user can read holds the value.
+    for path in home.rglob("*"):
+        if path.is_file() and LITERAL.encode() in path.read_bytes():
+            inside = [p for p in (path, *path.parents) if p == home or home in p.parents]
+            assert any(p.stat().st_mode & 0o077 == 0 for p in inside), path
+            assert path.name not in ("jobs.db", "plan.json"), path

@@ -205,6 +205,8 @@ def job_status(job_id: str) -> dict[str, Any]:
         from anylaunch.observe import runs
 
         return runs.load(job_id).to_json()
+    from anylaunch.jobfile.secrets import mask_data
+
     job.status()
     summary = {**job.record.summary(), "events": job.events()}
     reports = profile_reports(job.record)
@@ -213,7 +215,7 @@ def job_status(job_id: str) -> dict[str, Any]:
     notifications = job.notifications()
     if notifications:
         summary["notifications"] = notifications
-    return summary
+    return mask_data(summary, job.secrets())  # a backend's detail may quote the program
 
 
 def logs(args: inputs.LogsArgs) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
+from typing import Any
 
 # A name is a secret's when it holds one of the words secret scanners key on (gitleaks'
 # generic rule: key, token, secret, password, credential, auth; Django's and Sentry's
@@ -56,6 +57,17 @@ def mask(text: str, secrets: Iterable[str]) -> str:
     for value in sorted({s for s in secrets if s and len(s) >= MIN_SECRET}, key=len, reverse=True):
         text = text.replace(value, MASK)
     return text
+
+
+def mask_data(value: Any, secrets: Iterable[str]) -> Any:
+    """A JSON-like structure with every string in it masked (keys stay: they are names)."""
+    if isinstance(value, str):
+        return mask(value, secrets)
+    if isinstance(value, dict):
+        return {k: mask_data(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_data(v, secrets) for v in value]
+    return value
 
 
 def secret_values(names: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> set[str]:

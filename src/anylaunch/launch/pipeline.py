@@ -45,7 +45,7 @@ from anylaunch.jobfile.secrets import masked_env
 from anylaunch.launch import preflight, provenance, snapshot
 from anylaunch.observe.watch import honour_cancel
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, new_id
+from anylaunch.store import JobRecord, Store, new_id, private
 
 if TYPE_CHECKING:
     from anylaunch.backends.plan import Plan
@@ -61,7 +61,9 @@ class Planned:
 
     record: JobRecord
     plan: Plan
-    # The values of the secrets the plan names: kept in memory until sent, never stored.
+    # The values of the secrets the plan names: kept in memory until sent, never in the
+    # store or plan (only those the job's text wrote literally are kept for readers to
+    # mask, by `private.keep_secrets`, where only their owner reads them).
     secrets: dict[str, str] = field(repr=False)
 
 
@@ -219,6 +221,8 @@ def record(batch: Batch, store: Store, *, key: str | None = None) -> str | None:
     again should find the run (`splits.run_key`): if that command, started a moment
     earlier, recorded it first, nothing is stored and the other run's id is returned.
     """
+    for job in batch.jobs:
+        private.keep_secrets(store.root, job.record.id, job.secrets)
     if batch.new_run and batch.run_id is not None:
         return store.add_run(batch.run_id, key, batch.records)
     store.add_many(batch.records)

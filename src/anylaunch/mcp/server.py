@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from anylaunch.contract import commands
 from anylaunch.errors import AnylaunchError, error_json
-from anylaunch.jobfile.secrets import is_secret_name, mask
+from anylaunch.jobfile.secrets import is_secret_name, mask, mask_data
 from anylaunch.mcp.tools import BY_NAME, TOOLS, ToolSpec
 from anylaunch.observe import watch
 from anylaunch.store import Store
@@ -80,13 +80,7 @@ def _inline_secrets(arguments: dict[str, Any]) -> list[str]:
 
 
 def _masked(value: Any, hidden: list[str]) -> Any:
-    if isinstance(value, str):
-        return mask(value, hidden)
-    if isinstance(value, dict):
-        return {k: _masked(v, hidden) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_masked(v, hidden) for v in value]
-    return value
+    return mask_data(value, hidden)
 
 
 def _json_text(value: Any) -> str:
@@ -156,10 +150,11 @@ def read_job_resource(uri: str) -> tuple[str, str]:
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri}", {"uri": uri})
     job = watch.get(match["id"])
     what = match["what"]
+    hidden = job.secrets()
     if what == "plan":
-        return "application/json", _json_text(job.record.plan)
+        return "application/json", mask(_json_text(job.record.plan), hidden)
     if what == "diagnosis":
-        return "application/json", _json_text(job.diagnose().to_json(job.id))
+        return "application/json", mask(_json_text(job.diagnose().to_json(job.id)), hidden)
     node = int(match["node"]) if match["node"] is not None else None
     return "text/plain", job.logs(node=node)
 

@@ -4,6 +4,7 @@ them), so another user of the machine must not read them."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -42,3 +43,30 @@ def _tighten(path: Path, mode: int) -> None:
 def opener(path: str, flags: int) -> int:
     """For `open(path, "ab", opener=private.opener)`: a log created only its owner reads."""
     return os.open(path, flags, FILE)
+
+
+# Secret values a job's text wrote literally (`MY_TOKEN: abc...`) rather than naming a
+# variable of the environment. The store and plans keep secrets by name only, so a later
+# reader (logs, diagnose, status, the MCP server, the dashboard), which resolves names in
+# its own environment, could not know them: they are kept here, beside the job's folder
+# under ANYLAUNCH_HOME and readable by its owner alone, so every reader masks them.
+KEPT_SECRETS = "secrets.json"
+
+
+def keep_secrets(root: Path, job_id: str, values: dict[str, str]) -> None:
+    """Keep the job's secrets that this process's environment does not hold."""
+    literal = {name: value for name, value in values.items() if os.environ.get(name) != value}
+    if literal:
+        write(folder(root / "jobs" / job_id) / KEPT_SECRETS, json.dumps(literal))
+
+
+def kept_secrets(root: Path, job_id: str) -> dict[str, str]:
+    """The secret values `keep_secrets` kept for the job (none, if it kept none)."""
+    try:
+        with open(root / "jobs" / job_id / KEPT_SECRETS, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in found.items() if isinstance(v, str)}
