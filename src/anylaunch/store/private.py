@@ -54,10 +54,9 @@ KEPT_SECRETS = "secrets.json"
 
 
 def keep_secrets(root: Path, job_id: str, values: dict[str, str]) -> None:
-    """Keep the job's secrets that this process's environment does not hold."""
-    literal = {name: value for name, value in values.items() if os.environ.get(name) != value}
-    if literal:
-        write(folder(root / "jobs" / job_id) / KEPT_SECRETS, json.dumps(literal))
+    """Keep these secret values of the job (none: nothing is written)."""
+    if values:
+        write(folder(root / "jobs" / job_id) / KEPT_SECRETS, json.dumps(values))
 
 
 def kept_secrets(root: Path, job_id: str) -> dict[str, str]:
