@@ -69,9 +69,14 @@ def test_any_bytes_in_a_job_file_load_or_are_one_line_error(tmp_path: Path, data
         "? [a, b]\n: c\ncommand: 'true'\n",
         "command: 'true'\nenv: {'': x}\n",
         "command: 'true'\nenv: {'A=B': x, 'A B': y}\n",
+        # under libyaml's own nesting limit (1000), over Python's stack for the walkers
+        "command: [echo]\nmodel: " + "{a: " * 400 + "x" + "}" * 400 + "\n",
+        "command: [echo]\n" + "".join(
+            f"l{i}: &l{i} [[[[[[[[[[{f'*l{i - 1}' if i else 'x'}]]]]]]]]]]\n" for i in range(60)
+        ),  # each anchor nests the one before ten levels deeper
     ],
     ids=["alias-bomb", "deep", "python-tag", "huge-int", "binary", "bom-long", "merge",
-         "complex-key", "empty-env-name", "bad-env-names"],
+         "complex-key", "empty-env-name", "bad-env-names", "nested-400", "aliases-deepen"],
 )  # fmt: skip
 def test_yaml_weapons_are_one_line_errors_from_the_cli(
     text: str, tmp_path: Path, home: Path
@@ -85,6 +90,38 @@ def test_yaml_weapons_are_one_line_errors_from_the_cli(
     if done.returncode == 2:
         assert "\n" not in json.loads(done.stdout)["error"]["message"]
     assert not (tmp_path / "PWNED").exists()
+
+
+OVERRIDE_WEAPONS = {
+    "deep-value": "model=" + "[" * 600 + "]" * 600,
+    "alias-bomb-value": "model={a: &a [x, x, x, x, x, x, x, x, x, x], "
+    + ", ".join(
+        f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]"
+        for p, c in zip("abcdefg", "bcdefgh", strict=True)
+    )
+    + "}",
+    "deep-key": ".".join(["model"] * 3000) + "=1",
+    "huge-int-value": "nodes=" + "9" * 5000,
+    "huge-key-part": "model." + "9" * 5000 + "=1",
+    "huge-index": "mounts." + "9" * 5000 + ".dest=/x",
+    "flow-key-part": "model." + "[" * 600 + "=1",
+}
+
+
+@pytest.mark.parametrize("weapon", sorted(OVERRIDE_WEAPONS))
+def test_override_weapons_are_one_line_errors_from_the_cli(
+    weapon: str, tmp_path: Path, home: Path
+) -> None:
+    """`--set` values are read as YAML too (an agent's tool call carries them as well)."""
+    path = tmp_path / "job.yaml"
+    path.write_text("command: [echo]\nmodel: {a: 1}\nmounts: ['/a:/b']\n")
+    args = ("run", str(path), "--dry-run", "--json", "--set", OVERRIDE_WEAPONS[weapon])
+    done = inproc.completed(args, cli_env(home), tmp_path)
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+    assert done.returncode in (0, 2), done.stderr[-2000:]
+    if done.returncode == 2:
+        assert "\n" not in json.loads(done.stdout)["error"]["message"]
 
 
 WORKDIR = "dir with 'quotes' $(x) ;&|"
@@ -234,3 +271,73 @@ def test_bad_names_in_a_backend_sections_env_are_refused_at_their_line(
 ) -> None:
     message = _refused_from_the_cli("command: [echo]\n" + section, tmp_path, home)
     assert "job.yaml:2:" in message, message
+
+
+def _chain_backwards(steps: int) -> str:
+    """A workflow whose `needs` chain is written last step first: s0 needs s1, ..."""
+    lines = ["name: chain", "launcher: none", "steps:"]
+    for i in range(steps):
+        needs = f", needs: [s{i + 1}]" if i + 1 < steps else ""
+        lines.append(f"  s{i}: {{command: [echo, '{i}']{needs}}}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_needs_chain_of_a_thousand_steps_written_backwards_is_planned(
+    tmp_path: Path, home: Path
+) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text(_chain_backwards(1000))
+    done = inproc.completed(("run", str(path), "--dry-run", "--json"), cli_env(home), tmp_path)
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["order"][:2] == ["s999", "s998"]
+
+
+def test_a_needs_chain_written_backwards_is_recorded_and_started_detached(
+    tmp_path: Path, home: Path, spawns
+) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text(_chain_backwards(400))
+    env = cli_env(home)
+    done = subprocess.run(
+        [PY, "-m", "anylaunch", "run", str(path), "--detach", "--json", "--no-preflight"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    FIGURES["hostile inputs"] += 1
+    assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    workflow_id = json.loads(done.stdout)["id"]
+    stopped = subprocess.run(
+        [PY, "-m", "anylaunch", "cancel", workflow_id, "--json"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert stopped.returncode == 0, stopped.stderr[-2000:]
+
+
+@pytest.mark.parametrize("where", ["command", "hook", "env"])
+def test_an_output_uri_cannot_run_shell_text_in_the_step_that_names_it(
+    where: str, tmp_path: Path, home: Path
+) -> None:
+    """A step's output URI named in another step's text is spliced into that text, which
+    for a command or hook is a shell line: shell syntax in the URI is refused, not run."""
+    pwned = tmp_path / "PWNED"
+    named = {
+        "command": "    command: 'echo ${steps.a.outputs.m}'\n",
+        "hook": "    command: [echo]\n    hooks: {pre: 'echo ${steps.a.outputs.m}'}\n",
+        "env": "    command: [echo]\n    env: {M: '${steps.a.outputs.m}'}\n",
+    }[where]
+    path = tmp_path / "wf.yaml"
+    path.write_text(
+        "launcher: none\nsteps:\n  a:\n    command: [echo]\n"
+        f"    outputs: {{m: 's3://bucket/x$(touch {pwned})'}}\n"
+        f"  b:\n{named}"
+    )
+    for args in (("--dry-run", "--json"), ("--detach", "--json")):
+        done = inproc.completed(("run", str(path), *args), cli_env(home), tmp_path)
+        FIGURES["hostile inputs"] += 1
+        assert count_tracebacks(done.stdout, done.stderr) == 0, done.stderr[-2000:]
+        assert done.returncode == 2, done.stdout[-2000:]
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] == "CONFIG" and "steps.b" in error["message"], error
+    assert not pwned.exists()

@@ -179,3 +179,25 @@ def test_the_dashboard_stream_resumed_inside_the_token_sends_none_of_it() -> Non
                         shown += [item["text"] for item in json.loads(payload)]
         assert "step 1 loss 0.5" in shown and "config: token=***" in shown
     assert leaked(shown) == []
+
+
+def test_a_last_event_id_of_any_size_or_digit_resumes_from_the_start() -> None:
+    """A resume point past Python's int-from-text limit (4,300 digits), or written in
+    other scripts' digits, is a hint that does not parse: the stream starts over."""
+    from starlette.testclient import TestClient
+
+    from anylaunch.ui.app import create_app
+    from anylaunch.ui.masking import Masker
+
+    data = b"first line\nsecond line\n"
+    with job_with_log(data, "QWERTYUIOP") as (job, _):
+        app = create_app(Path(job._store.root), "action", Masker({}))
+        with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
+            # Headers arrive as latin-1: "\xb2" is a superscript two, a digit to str.isdigit.
+            for token in ("0:" + "9" * 5000, "9" * 5000 + ":0", "0:\xb2", "\xb2:0"):
+                FIGURES["offsets tried"] += 1
+                FIGURES["hostile inputs"] += 1
+                headers = {"Last-Event-ID": token.encode("latin-1")}
+                response = client.get(f"/jobs/{job.id}/logs", headers=headers)
+                assert response.status_code == 200, response.text[:500]
+                assert "first line" in response.text and "second line" in response.text

@@ -280,3 +280,68 @@ def test_outputs_outside_the_working_directory_are_refused(cli_inproc, write):
         job = write(f"launcher: none\ncommand: [true]\noutputs: {{{path}: s3://b-k/x/}}\n")
         result = cli_inproc("run", str(job), "--dry-run")
         assert result.rc == 2 and "outputs" in result.err and "Traceback" not in result.err
+
+
+def _manifest(tmp_path: Path, name: str, outputs: list[dict], **more) -> Path:
+    manifest = tmp_path / name
+    manifest.write_text(
+        json.dumps(
+            {"workdir": str(tmp_path), "state_dir": str(tmp_path / f"{name}-state"),
+             "outputs": outputs, **more}
+        )
+    )  # fmt: skip
+    return manifest
+
+
+def test_an_output_folder_replaced_by_a_link_uploads_nothing(tmp_path, s3client, bucket, bare_s3):
+    """The program may replace its output folder by a link to any folder it can read:
+    every file there would be 'inside' the link's target."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "id_ed25519").write_text("do-not-upload")
+    (tmp_path / "results").symlink_to(elsewhere)
+    (tmp_path / "single.txt").symlink_to(elsewhere / "id_ed25519")
+    for path, uri in (("results", f"s3://{bucket}/run/"), ("single.txt", f"s3://{bucket}/one")):
+        manifest = _manifest(tmp_path, f"m-{path}.json", [{"path": path, "uri": uri}])
+        proc = bare_s3("stage", "out", str(manifest))
+        assert proc.returncode == 1 and "not uploaded" in proc.stderr, proc.stderr
+    assert s3client.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+
+
+def test_a_hard_link_to_a_file_outside_the_outputs_uploads_nothing(
+    tmp_path, s3client, bucket, bare_s3
+):
+    out = tmp_path / "results"
+    out.mkdir()
+    secret = tmp_path / "private.key"
+    secret.write_text("do-not-upload")
+    os.link(secret, out / "copy")
+    (out / "a.txt").write_text("mine")
+    os.link(out / "a.txt", out / "b.txt")  # both names inside: an ordinary output
+    manifest = _manifest(tmp_path, "m.json", [{"path": "results", "uri": f"s3://{bucket}/run/"}])
+    proc = bare_s3("stage", "out", str(manifest))
+    assert proc.returncode == 1 and "hard link" in proc.stderr, proc.stderr
+    assert s3client.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+    os.unlink(out / "copy")
+    assert bare_s3("stage", "out", str(manifest)).returncode == 0
+    listed = s3client.list_objects_v2(Bucket=bucket, Prefix="run/")["Contents"]
+    assert sorted(o["Key"] for o in listed) == ["run/a.txt", "run/b.txt"]
+
+
+def test_a_second_job_in_the_folder_writes_and_uploads_its_own_outputs(
+    tmp_path, s3client, bucket, bare_s3
+):
+    """Stage-in links an output into the shared cache at its URI's place; the next job
+    in the same folder, with another URI, must not inherit the first one's link."""
+    cache = str(tmp_path / "cache")
+    outputs = [[{"path": "results", "uri": f"s3://{bucket}/job{n}/"}] for n in (1, 2)]
+    first = _manifest(tmp_path, "m1.json", outputs[0], cache_root=cache)
+    second = _manifest(tmp_path, "m2.json", outputs[1], cache_root=cache)
+    assert bare_s3("stage", "in", str(first)).returncode == 0
+    (tmp_path / "results" / "first.txt").write_text("job one")
+    assert bare_s3("stage", "out", str(first)).returncode == 0
+    assert bare_s3("stage", "in", str(second)).returncode == 0
+    (tmp_path / "results" / "second.txt").write_text("job two")
+    assert bare_s3("stage", "out", str(second)).returncode == 0
+    listed = s3client.list_objects_v2(Bucket=bucket)["Contents"]
+    assert sorted(o["Key"] for o in listed) == ["job1/first.txt", "job2/second.txt"]

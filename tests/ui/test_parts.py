@@ -99,13 +99,13 @@ def test_a_new_viewer_gets_the_end_of_a_long_log_from_a_line_start(tmp_path: Pat
 
 
 def test_masker_hides_secret_values_in_every_spelling():
-    masker = Masker({"HF_TOKEN": "ab\"c<d>&e'f", "MY_PASS_VAR": "plain-value", "HOME": "/root"})
+    masker = Masker({"HF_TOKEN": "ab\"c<d>&e'f", "MY_PLAIN_VAR": "plain-value", "HOME": "/root"})
     raw = "token ab\"c<d>&e'f"
     assert masker.text(raw) == "token ***"
     assert masker.text("ab&#34;c&lt;d&gt;&amp;e&#39;f") == "***"  # markupsafe's escaping
     assert masker.text("ab&quot;c&lt;d&gt;&amp;e&#x27;f") == "***"  # html.escape's
     assert masker.text("plain-value") == "plain-value"  # not a secret's name
-    assert masker.text("plain-value", ["MY_PASS_VAR"]) == "***"  # named secret by the plan
+    assert masker.text("plain-value", ["MY_PLAIN_VAR"]) == "***"  # named secret by the plan
     assert masker.data({"env": ["x ab\"c<d>&e'f"]}) == {"env": ["x ***"]}
 
 

@@ -44,10 +44,7 @@ def run(
     from anylaunch.workflow.detect import is_workflow
 
     if is_workflow(file):
-        if command or backend or overrides:
-            raise UsageError(
-                "a workflow takes no --backend, --set or command: write them in its steps"
-            )
+        commands.refuse_job_options(backend, overrides, command)
         _run_workflow(file, only, start, dry_run, detach, no_preflight, as_json)
         return
     if only or start:

@@ -65,13 +65,14 @@ def job_path(args: inputs.JobFile) -> str:
         return args.file
     import hashlib  # only for YAML text; hashlib (OpenSSL) costs every other command ~10 ms
 
+    from anylaunch.store import private
+
     text = args.yaml or ""
-    folder = home() / "jobfiles"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private.folder(home() / "jobfiles")
     path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
     if not path.exists():
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        private.write(tmp, text)
         tmp.replace(path)
     return str(path)
 
@@ -96,12 +97,24 @@ def dry_run_file(
     if is_workflow(path):
         from anylaunch.workflow import commands as workflows
 
+        refuse_job_options(backend, overrides, command)
         return workflows.dry_run(path, None, None)
     job, plan = dry_run_job(path, backend, overrides, command)
     return {
         "id": None, "kind": "job", "dry_run": True, "backend": job.backend,
         "plan": plan.to_json(),
     }  # fmt: skip
+
+
+def refuse_job_options(
+    backend: str | None, overrides: Sequence[str], command: Sequence[str]
+) -> None:
+    """A workflow's steps each say their backend, settings and command: one given for the
+    whole file would apply to no step, so it is refused rather than dropped."""
+    if command or backend or overrides:
+        raise UsageError(
+            "a workflow takes no backend, overrides (--set) or command: write them in its steps"
+        )
 
 
 def dry_run_job(
@@ -192,6 +205,8 @@ def job_status(job_id: str) -> dict[str, Any]:
         from anylaunch.observe import runs
 
         return runs.load(job_id).to_json()
+    from anylaunch.jobfile.secrets import mask_data
+
     job.status()
     summary = {**job.record.summary(), "events": job.events()}
     reports = profile_reports(job.record)
@@ -200,7 +215,7 @@ def job_status(job_id: str) -> dict[str, Any]:
     notifications = job.notifications()
     if notifications:
         summary["notifications"] = notifications
-    return summary
+    return mask_data(summary, job.secrets())  # a backend's detail may quote the program
 
 
 def logs(args: inputs.LogsArgs) -> dict[str, Any]:

@@ -420,6 +420,11 @@ class WorkflowStatus(_Out):
         " slurm: every step on Slurm, handed over at once with native dependencies"
     )
     controller: bool = Field(description="whether its controller process is alive now")
+    needs_controller: bool = Field(
+        description="unfinished, advanced by a controller and none is alive: its next step"
+        " waits until a command that may start one (status, run, retry; not a --read-only"
+        " MCP server) touches it"
+    )
     levels: list[list[str]] = Field(description="steps in order; one level's steps run at once")
     steps: list[WorkflowStep]
     created_at: float

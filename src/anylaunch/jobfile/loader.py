@@ -76,6 +76,14 @@ def from_text(
     environ: Mapping[str, str] | None = None,
 ) -> JobSpec:
     environ = os.environ if environ is None else environ
+    return from_located(parse_text(text, file), overrides_=overrides_, environ=environ)
+
+
+def parse_text(text: str, file: str) -> Located:
+    """Job text (a job file's, a workflow file's, or sent by an agent) parsed within the
+    limits of a job file: its size and its number of values, checked before the YAML
+    tree is built, then its nesting and aliases while it is. Everything that reads job
+    text reads it here."""
     if len(text) > limits.MAX_JOB_FILE_BYTES:  # characters: at least as many bytes
         _check_file_size(file, len(text.encode()))
     # Every value but the first is after a comma or a line break: an upper bound on the
@@ -88,7 +96,7 @@ def from_text(
             file=file,
             fix="a job file holds settings: give long lists to the program as a file (inputs)",
         )
-    return from_located(parse(text, file), overrides_=overrides_, environ=environ)
+    return parse(text, file)
 
 
 def from_located(

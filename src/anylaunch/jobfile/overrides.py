@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import yaml
 
 from anylaunch.errors import ConfigError
-from anylaunch.jobfile.yamlsrc import KeyPath, Located, Origin
+from anylaunch.jobfile.yamlsrc import MAX_DEPTH, KeyPath, Located, Origin, parse_value
 
 
 def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
@@ -17,18 +18,26 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     Parts stay text; a part is read as a list index only where the tree holds a list.
     """
     key, sep, raw = text.partition("=")
-    parts = key.strip().split(".")
-    if not sep or not all(p.strip() for p in parts):
+    parts = tuple(p.strip() for p in key.strip().split("."))
+    if not sep or not all(parts):
         raise ConfigError(
             f"'{text}' is not KEY=VALUE",
             file="--set",
             fix="write --set a.b=value, for example --set slurm.nodes=2",
         )
+    if len(parts) > MAX_DEPTH:
+        raise ConfigError(
+            f"the key is {len(parts)} levels deep, over the {MAX_DEPTH} a job file may nest",
+            file="--set",
+            fix="set a key a few levels deep, as the job file writes it",
+        )
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        # Read within the job file's limits (depth, aliases): the value may come from an
+        # agent's tool call as well as from a command line.
+        value = parse_value(raw, "--set", parts) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw  # not a YAML scalar: keep the text as written
-    return tuple(p.strip() for p in parts), value
+    return parts, value
 
 
 def apply(
@@ -79,8 +88,8 @@ def _key_in(mapping: dict[Any, Any], part: str) -> Any:
     if part in mapping:
         return part
     try:
-        typed = yaml.safe_load(part)
-    except yaml.YAMLError:
+        typed = parse_value(part, "--set", ())
+    except (yaml.YAMLError, ConfigError):
         return part
     for key in mapping:
         if type(key) is type(typed) and key == typed:
@@ -89,7 +98,7 @@ def _key_in(mapping: dict[Any, Any], part: str) -> Any:
 
 
 def _list_item(items: list, part: str, text: str) -> Any:
-    if not part.isdigit() or not int(part) < len(items):
+    if not re.fullmatch(r"[0-9]{1,9}", part) or not int(part) < len(items):
         raise ConfigError(
             f"'{part}' is not an index of a list of {len(items)} items",
             file="--set",

@@ -10,9 +10,25 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
+from typing import Any
 
+# A name is a secret's when it holds one of the words secret scanners key on (gitleaks'
+# generic rule: key, token, secret, password, credential, auth; Django's and Sentry's
+# scrubbers much the same). Unambiguous words count anywhere in the name (HF_TOKEN,
+# PGPASSWORD, MYAPIKEY); short ones only as a whole part between underscores or ends, so
+# OPENAI_KEY, SSH_KEY, DB_PASS, MYSQL_PWD and BASIC_AUTH are secrets while
+# KEYBOARD_LAYOUT, MONKEY_PATCH, PASSES, PWD, GIT_AUTHOR_NAME and COMPASS_DIR are not.
+# README.md lists the same rule: change both together.
+_PART = r"(?<![A-Z0-9])(?:{})(?![A-Z0-9])"
 _SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSW(OR)?D|API_?KEY|ACCESS_KEY|PRIVATE_KEY|NGC_KEY|CREDENTIAL|AUTH|CLOUD_METADATA",
+    "|".join(
+        [
+            r"TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY",
+            r"CLOUD_METADATA",
+            _PART.format(r"KEYS?|PASS|CREDS|AUTH|AUTHORIZATION|COOKIE"),
+            r"(?<=[A-Z0-9]_)PWD(?![A-Z0-9])",  # MYSQL_PWD; never PWD, the working directory
+        ]
+    ),
     re.IGNORECASE,
 )
 MASK = "***"
@@ -21,7 +37,7 @@ MIN_SECRET = 4  # shorter values ("1", "true") would mask ordinary text everywhe
 
 @cache  # a run's every split asks about the same few names
 def is_secret_name(name: str) -> bool:
-    """True for names such as HF_TOKEN, WANDB_API_KEY, SECRET_KEY, LEPTON_AUTH_TOKEN."""
+    """True for names such as HF_TOKEN, WANDB_API_KEY, OPENAI_KEY, DB_PASS, LEPTON_AUTH_TOKEN."""
     return bool(_SECRET_NAME.search(name))
 
 
@@ -41,6 +57,17 @@ def mask(text: str, secrets: Iterable[str]) -> str:
     for value in sorted({s for s in secrets if s and len(s) >= MIN_SECRET}, key=len, reverse=True):
         text = text.replace(value, MASK)
     return text
+
+
+def mask_data(value: Any, secrets: Iterable[str]) -> Any:
+    """A JSON-like structure with every string in it masked (keys stay: they are names)."""
+    if isinstance(value, str):
+        return mask(value, secrets)
+    if isinstance(value, dict):
+        return {k: mask_data(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_data(v, secrets) for v in value]
+    return value
 
 
 def secret_values(names: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> set[str]:

@@ -85,22 +85,7 @@ def line_of(source: str | None, path: KeyPath) -> int | None:
 
 def parse(text: str, file: str) -> Located:
     """Parse one YAML document whose top level must be a mapping."""
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        problem = exc.problem or exc.context or "cannot be parsed"
-        raise ConfigError(
-            f"invalid YAML: {problem}",
-            file=file,
-            line=line,
-            fix="fix the syntax (indentation, quotes, a missing ':')",
-        ) from None
-    except yaml.YAMLError as exc:  # reader errors: bad bytes, and the like
-        raise ConfigError(
-            f"invalid YAML: {exc}", file=file, fix="save the file as UTF-8 text"
-        ) from None
+    node = _compose(text, file)
     located = Located(data={}, file=file)
     if node is None:
         return located
@@ -115,13 +100,67 @@ def parse(text: str, file: str) -> Located:
     return located
 
 
+def parse_value(text: str, file: str, path: KeyPath) -> Any:
+    """One value written on its own (a `--set` value), read as YAML within the same
+    limits as a job file's values, for the key at `path`. Text that is not YAML raises
+    `yaml.YAMLError` (the caller keeps it as written)."""
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except RecursionError:
+        raise _too_deep(file, None, path) from None
+    if node is None:
+        return None
+    try:
+        return _build(node, path, Located(data={}, file=file), yaml.constructor.SafeConstructor())
+    except UnknownTag as exc:
+        raise yaml.YAMLError(exc.message) from None
+
+
+def _compose(text: str, file: str) -> yaml.Node | None:
+    """The node tree of `text`; its errors as one line naming the line."""
+    try:
+        return yaml.compose(text, Loader=_Loader)
+    except RecursionError:  # the pure-Python composer recurses once per level
+        raise _too_deep(file, None, ()) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = exc.problem or exc.context or "cannot be parsed"
+        raise ConfigError(
+            f"invalid YAML: {problem}",
+            file=file,
+            line=line,
+            fix="fix the syntax (indentation, quotes, a missing ':')",
+        ) from None
+    except yaml.YAMLError as exc:  # reader errors: bad bytes, and the like
+        raise ConfigError(
+            f"invalid YAML: {exc}", file=file, fix="save the file as UTF-8 text"
+        ) from None
+
+
 MAX_ALIAS_VALUES = 100_000  # far beyond any job file; a YAML alias bomb reaches it in a blink
+# Levels of mappings and lists one inside another. Recipes nest a handful; each level
+# costs every walker of the tree (this builder, expansion, validation, JSON) a few
+# frames of Python's stack, which holds about a thousand.
+MAX_DEPTH = 100
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _too_deep(file: str, line: int | None, path: KeyPath) -> ConfigError:
+    return ConfigError(
+        f"values are nested more than {MAX_DEPTH} levels deep",
+        file=file,
+        line=line,
+        key=format_path(path[:MAX_DEPTH]) or None,
+        fix="a job file holds settings a few levels deep: give deeper data to the program as a file",
+    )
 
 
 def _build(
     node: yaml.Node, path: KeyPath, located: Located, ctor: Any, aliased: bool = False
 ) -> Any:
+    if len(path) > MAX_DEPTH:
+        raise _too_deep(located.file, node.start_mark.line + 1, path)
     aliased = aliased or id(node) in located.built
     located.built.add(id(node))
     if aliased:
@@ -153,16 +192,24 @@ def _build(
     try:
         return ctor.construct_object(node, deep=True)
     except (ValueError, OverflowError) as exc:  # e.g. an int of more than 4300 digits
-        why, fix = str(exc), "write a smaller number, or quote it to make it text"
+        why, fix, kind = (
+            str(exc),
+            "write a smaller number, or quote it to make it text",
+            ConfigError,
+        )
     except yaml.constructor.ConstructorError as exc:
-        why, fix = str(exc.problem), "write a plain scalar, list or mapping"
-    raise ConfigError(
+        why, fix, kind = str(exc.problem), "write a plain scalar, list or mapping", UnknownTag
+    raise kind(
         f"cannot read value: {why}",
         file=located.file,
         line=node.start_mark.line + 1,
         key=format_path(path),
         fix=fix,
     )
+
+
+class UnknownTag(ConfigError):
+    """A value with a tag the safe loader does not construct (`!!python/object`, `!x`)."""
 
 
 def _build_sequence(

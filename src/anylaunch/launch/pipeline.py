@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 from anylaunch.backends.base import ArraySubmission, Backend, PlanContext
 from anylaunch.backends.checks import Check, failed
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
-from anylaunch.jobfile.secrets import masked_env
+from anylaunch.jobfile.secrets import MIN_SECRET, is_secret_name, masked_env
 from anylaunch.launch import preflight, provenance, snapshot
 from anylaunch.observe.watch import honour_cancel
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, new_id
+from anylaunch.store import JobRecord, Store, new_id, private
 
 if TYPE_CHECKING:
     from anylaunch.backends.plan import Plan
@@ -61,7 +61,9 @@ class Planned:
 
     record: JobRecord
     plan: Plan
-    # The values of the secrets the plan names: kept in memory until sent, never stored.
+    # The values of the secrets the plan names: kept in memory until sent, never in the
+    # store or plan (only those the job's text wrote literally are kept for readers to
+    # mask, by `private.keep_secrets`, where only their owner reads them).
     secrets: dict[str, str] = field(repr=False)
 
 
@@ -219,10 +221,25 @@ def record(batch: Batch, store: Store, *, key: str | None = None) -> str | None:
     again should find the run (`splits.run_key`): if that command, started a moment
     earlier, recorded it first, nothing is stored and the other run's id is returned.
     """
+    held = [v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= MIN_SECRET]
+    for job in batch.jobs:
+        private.keep_secrets(store.root, job.record.id, _literal(job.secrets, held))
     if batch.new_run and batch.run_id is not None:
         return store.add_run(batch.run_id, key, batch.records)
     store.add_many(batch.records)
     return batch.run_id
+
+
+def _literal(secrets: dict[str, str], held: list[str]) -> dict[str, str]:
+    """The secrets a later reader in this environment could not mask by itself: values
+    the job's text wrote literally. A value this environment holds under the same name,
+    or that holds a secret-looking variable's value (`${ACCESS_KEY}` in it, or
+    CLOUD_METADATA made from the storage keys), is masked by every reader already."""
+    return {
+        name: value
+        for name, value in secrets.items()
+        if os.environ.get(name) != value and not any(h in value for h in held)
+    }
 
 
 def resend(record_: JobRecord, resolved: Resolved, store: Store) -> None:

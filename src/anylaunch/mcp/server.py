@@ -10,6 +10,8 @@ in a worker thread and the server keeps answering.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import os
@@ -25,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from anylaunch.contract import commands
 from anylaunch.errors import AnylaunchError, error_json
-from anylaunch.jobfile.secrets import is_secret_name, mask
+from anylaunch.jobfile.secrets import is_secret_name, mask, mask_data
 from anylaunch.mcp.tools import BY_NAME, TOOLS, ToolSpec
 from anylaunch.observe import watch
 from anylaunch.store import Store
@@ -33,8 +35,10 @@ from anylaunch.store import Store
 log = logging.getLogger("anylaunch.mcp")
 _Result = TypeVar("_Result")
 
+# A node is at most a few digits (a job has at most 10,000 nodes): a longer number is no
+# node, and Python refuses to read one of over 4,300 digits at all.
 JOB_URI = re.compile(
-    r"^anylaunch://jobs/(?P<id>[0-9a-z]{1,64})/(?P<what>plan|diagnosis|logs)(?:/(?P<node>\d+))?$"
+    r"^anylaunch://jobs/(?P<id>[0-9a-z]{1,64})/(?P<what>plan|diagnosis|logs)(?:/(?P<node>[0-9]{1,9}))?$"
 )
 # How many of the newest jobs `resources/list` names (every job stays readable by URI).
 LISTED_JOBS = 20
@@ -47,16 +51,17 @@ def secrets(extra: list[str] | None = None) -> list[str]:
 
 
 def _inline_secrets(arguments: dict[str, Any]) -> list[str]:
-    """Secret values written into a job file's text itself (env entries with secret names)."""
+    """Secret values written into a job file's text itself (entries with secret names).
+
+    The text is read as every job text is (`loader.parse_text`: its size, values,
+    nesting and aliases bounded) before anything walks it; text that cannot be read
+    raises the ConfigError the tool itself would."""
     text = arguments.get("yaml")
     if not isinstance(text, str):
         return []
-    import yaml
+    from anylaunch.jobfile.loader import parse_text
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return []
+    data = parse_text(text, "<yaml>").data
     found: list[str] = []
 
     def walk(node: Any) -> None:
@@ -75,13 +80,7 @@ def _inline_secrets(arguments: dict[str, Any]) -> list[str]:
 
 
 def _masked(value: Any, hidden: list[str]) -> Any:
-    if isinstance(value, str):
-        return mask(value, hidden)
-    if isinstance(value, dict):
-        return {k: _masked(v, hidden) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_masked(v, hidden) for v in value]
-    return value
+    return mask_data(value, hidden)
 
 
 def _json_text(value: Any) -> str:
@@ -100,11 +99,19 @@ def _error(exc: BaseException, hidden: list[str]) -> types.CallToolResult:
     )
 
 
-def call(tool: ToolSpec, arguments: dict[str, Any]) -> types.CallToolResult:
-    """Run one tool synchronously; its result, or its error, masked."""
-    hidden = secrets(_inline_secrets(arguments))
+def call(
+    tool: ToolSpec, arguments: dict[str, Any], *, read_only: bool = False
+) -> types.CallToolResult:
+    """Run one tool synchronously; its result, or its error, masked. On a read-only server
+    even a reading tool starts nothing (a dead workflow controller is reported, not
+    replaced)."""
+    from anylaunch.workflow import controller
+
+    hidden = secrets()
     try:
-        result = tool.call(commands.parse(tool.arguments, arguments))
+        hidden += _inline_secrets(arguments)
+        with controller.observing() if read_only else contextlib.nullcontext():
+            result = tool.call(commands.parse(tool.arguments, arguments))
     except Exception as exc:
         log.warning("tool %s failed: %s", tool.name, getattr(exc, "code", type(exc).__name__))
         return _error(exc, hidden)
@@ -143,10 +150,11 @@ def read_job_resource(uri: str) -> tuple[str, str]:
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri}", {"uri": uri})
     job = watch.get(match["id"])
     what = match["what"]
+    hidden = job.secrets()
     if what == "plan":
-        return "application/json", _json_text(job.record.plan)
+        return "application/json", mask(_json_text(job.record.plan), hidden)
     if what == "diagnosis":
-        return "application/json", _json_text(job.diagnose().to_json(job.id))
+        return "application/json", mask(_json_text(job.diagnose().to_json(job.id)), hidden)
     node = int(match["node"]) if match["node"] is not None else None
     return "text/plain", job.logs(node=node)
 
@@ -233,7 +241,9 @@ def build(*, read_only: bool = False) -> Server[Any]:
                 content=[types.TextContent(type="text", text=_json_text(body))], is_error=True
             )
         tool = BY_NAME[params.name]
-        return await anyio.to_thread.run_sync(call, tool, arguments)
+        return await anyio.to_thread.run_sync(
+            functools.partial(call, tool, arguments, read_only=read_only)
+        )
 
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

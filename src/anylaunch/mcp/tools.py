@@ -85,6 +85,7 @@ def _all_objects(model: type[BaseModel]) -> bool:
 def _run(a: args.RunArgs) -> Any:
     path = commands.job_path(a)
     if is_workflow(path):  # handed to its controller (or to Slurm): returns at once
+        commands.refuse_job_options(a.backend, a.overrides, a.command)
         return workflows.status(workflows.run(path, None, None, check=a.preflight))
     return commands.started(commands.start(a))
 

@@ -11,12 +11,16 @@ Offsets count bytes for files and for text fetched from a backend alike.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from anylaunch.backends.base import LogSource
 from anylaunch.jobfile.secrets import mask
 from anylaunch.observe import jobfiles
+
+# `node:offset`, in ASCII digits; 18 digits hold any file size.
+_OFFSET = re.compile(r"([0-9]{1,9}):([0-9]{1,18})")
 
 
 @dataclass
@@ -36,12 +40,14 @@ class Offsets:
 
     @classmethod
     def parse(cls, token: str | None) -> Offsets:
-        """From `token()`'s text (`0:123,1:456`); anything else in it is ignored."""
+        """From `token()`'s text (`0:123,1:456`); anything else in it is ignored: it comes
+        from a client, so a number too long to be an offset (Python refuses to read one
+        of over 4,300 digits) or digits of another script are no offset."""
         done = {}
         for part in (token or "").split(","):
-            node, _, offset = part.partition(":")
-            if node.isdigit() and offset.isdigit():
-                done[int(node)] = int(offset)
+            found = _OFFSET.fullmatch(part)
+            if found:
+                done[int(found[1])] = int(found[2])
         return cls(done)
 
     def token(self) -> str:

@@ -21,7 +21,7 @@ from anylaunch.observe.diagnose import diagnose_lines
 from anylaunch.observe.diagnose.lines import parse
 from anylaunch.observe.reachability import Unreachable
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, Update, busy_elsewhere
+from anylaunch.store import JobRecord, Store, Update, busy_elsewhere, private
 
 if TYPE_CHECKING:
     from anylaunch.observe.diagnose import Diagnosis
@@ -271,8 +271,10 @@ class Job:
 
     def secrets(self) -> set[str]:
         """Values to mask in what this job printed: the secrets its plan names and every
-        secret-looking variable of this process's environment (where they came from)."""
-        return secret_values(self.record.plan.get("secret_env", []))
+        secret-looking variable of this process's environment (where they came from), and
+        those its text wrote literally (kept for its owner by `private.keep_secrets`)."""
+        kept = private.kept_secrets(self._store.root, self.id)
+        return secret_values(self.record.plan.get("secret_env", [])) | secret_values(kept, kept)
 
     def cancel(self) -> State:
         """Record the intent, stop the job on its backend, and return the final state."""

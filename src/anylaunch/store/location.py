@@ -14,9 +14,12 @@ def home() -> Path:
 
 
 def make_home(root: Path) -> None:
-    """ANYLAUNCH_HOME as a folder, or one line saying why it cannot be."""
+    """ANYLAUNCH_HOME as a folder only its owner can enter (it holds the store, job
+    folders and logs), or one line saying why it cannot be."""
+    from anylaunch.store import private
+
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        private.folder(root)
     except (FileExistsError, NotADirectoryError):
         raise StoreError(
             f"ANYLAUNCH_HOME {root} is not a folder (a file is in the way)"

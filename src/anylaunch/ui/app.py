@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -81,7 +81,9 @@ class Dashboard:
         finally:
             store.close()
 
-    def render(self, name: str, secret_names: list[str] | None = None, **context: Any) -> str:
+    def render(
+        self, name: str, secret_names: Mapping[str, str | None] | None = None, **context: Any
+    ) -> str:
         """The template's HTML with every known secret value masked: the last gate."""
         html = self.templates.get_template(name).render(**context)
         return self.masker.text(html, secret_names or ())

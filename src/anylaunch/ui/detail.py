@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from anylaunch.backends.base import LogSource
@@ -16,9 +17,9 @@ from anylaunch.observe import logfile, runs, watch
 from anylaunch.observe.reports import profile_reports
 from anylaunch.observe.runs import RunView
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store
+from anylaunch.store import JobRecord, Store, private
 from anylaunch.ui import metrics, plots
-from anylaunch.ui.masking import Masker
+from anylaunch.ui.masking import Masker, Names
 
 CURVE_BYTES = 4 << 20  # the end of each log is enough for a curve
 RUN_LANES = 100  # attempts drawn in a run's timeline; the grid shows every split
@@ -44,13 +45,16 @@ class JobPage:
     plan_files: dict[str, str]
     reports: list[str]
     diagnosis: dict[str, Any] | None
-    secret_names: list[str] = field(default_factory=list)
+    secret_names: dict[str, str | None] = field(default_factory=dict)
     problem: str | None = None
 
 
-def secret_names(record: JobRecord) -> list[str]:
-    """Variables whose values this job holds as secrets (masked wherever they appear)."""
-    return list(record.plan.get("secret_env", []))
+def secret_names(record: JobRecord, root: Path) -> dict[str, str | None]:
+    """Variables whose values this job holds as secrets (masked wherever they appear):
+    by name, with the value its text wrote literally where it did (the dashboard's
+    environment does not hold that one)."""
+    names: dict[str, str | None] = dict.fromkeys(record.plan.get("secret_env", []))
+    return {**names, **private.kept_secrets(root, record.id)}
 
 
 def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
@@ -61,7 +65,7 @@ def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
     except Exception as exc:  # the stored facts are still worth showing
         problem = f"could not poll {job.backend}: {' '.join(str(exc).split())[:300]}"
     record = job.record
-    names = secret_names(record)
+    names = secret_names(record, Path(store.root))
     sources = _sources(record)
     events = masker.data(job.events(), names)
     diagnosis = None
@@ -98,7 +102,7 @@ def _sources(record: JobRecord) -> list[LogSource]:
         return []
 
 
-def _node(source: LogSource, root: str, masker: Masker, names: list[str]) -> Node:
+def _node(source: LogSource, root: str, masker: Masker, names: Names) -> Node:
     lines = [line for line in logfile.read(source, root, tail_bytes=4096).lines if line.strip()]
     where = "backend" if source.text is not None else source.path or ""
     return Node(

@@ -29,7 +29,7 @@ KEEPALIVE_S = 15.0
 
 def _tick(
     root: Path, job_id: str, offsets: Offsets
-) -> tuple[str, list[tuple[int, str]], list[str]]:
+) -> tuple[str, list[tuple[int, str]], dict[str, str | None]]:
     """One look at the job: its state, then the new lines of every node (in a worker thread:
     the store's connection is opened and closed here, in the thread that uses it)."""
     store = Store(root)
@@ -48,7 +48,7 @@ def _tick(
                     source, record.job_dir, final=state.terminal, tail_bytes=TAIL_BYTES
                 )
             ]
-        return state.value, lines, secret_names(record)
+        return state.value, lines, secret_names(record, root)
     finally:
         store.close()
 

@@ -41,7 +41,8 @@ class WorkflowRun:
     def view(self) -> engine.WorkflowView:
         """The graph, polled; an unfinished workflow whose controller died gets a new one."""
         wf = engine.view(self.id, self._store)
-        controller.ensure(self.id, self._store, wf.state)
+        if controller.ensure(self.id, self._store, wf.state) is not None:
+            wf.controller_alive = True
         return wf
 
     def status(self) -> dict[str, Any]:

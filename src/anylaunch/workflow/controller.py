@@ -8,18 +8,36 @@ next command that touches the workflow (`ensure`), which carries on where it sto
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from anylaunch.errors import AnylaunchError, JobNotFound
-from anylaunch.store import Store, alive, this_process
+from anylaunch.store import Store, alive, private, this_process
 from anylaunch.workflow import engine, native
 from anylaunch.workflow import record as wfrecord
 
 POLL_S = float(os.environ.get("ANYLAUNCH_WORKFLOW_POLL_S", "2"))
+
+
+# Set while serving a reader that must start nothing (a `--read-only` MCP server): a
+# workflow whose controller died is reported as needing one, and left as it is.
+_observing = contextvars.ContextVar("observing", default=False)
+
+
+@contextlib.contextmanager
+def observing() -> Iterator[None]:
+    """Within this block `ensure` starts nothing: no controller, no resumed submission."""
+    token = _observing.set(True)
+    try:
+        yield
+    finally:
+        _observing.reset(token)
 
 
 def log_path(store: Store, workflow_id: str) -> Path:
@@ -32,7 +50,10 @@ def ensure(workflow_id: str, store: Store, state: str | None = None) -> int | No
 
     `state` is the workflow's state as just derived from its jobs, when the caller has
     it: the stored one may lag (a controller that wrote FAILED as a retry started).
-    A workflow handed to a backend whole needs none: a submission cut short is finished."""
+    A workflow handed to a backend whole needs none: a submission cut short is finished.
+    Inside `observing()` nothing is started (None)."""
+    if _observing.get():
+        return None
     record = store.get_workflow(workflow_id)
     if wfrecord.chained(record):
         if record.state not in engine.ENDED:
@@ -44,7 +65,7 @@ def ensure(workflow_id: str, store: Store, state: str | None = None) -> int | No
         return None
     path = log_path(store, record.id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "ab") as log:
+    with open(path, "ab", opener=private.opener) as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "anylaunch.workflow.controller", record.id],
             stdin=subprocess.DEVNULL,

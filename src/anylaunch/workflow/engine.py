@@ -72,6 +72,12 @@ class WorkflowView:
     def id(self) -> str:
         return self.record.id
 
+    @property
+    def needs_controller(self) -> bool:
+        """Unfinished, advanced by a controller, and none is alive to advance it."""
+        mode = self.record.doc.get("mode", wfrecord.CONTROLLED)
+        return mode == wfrecord.CONTROLLED and not self.controller_alive and self.state not in ENDED
+
     def to_json(self) -> dict[str, Any]:
         doc = self.record.doc
         return {
@@ -82,6 +88,7 @@ class WorkflowView:
             "file": self.record.file,
             "mode": doc.get("mode", wfrecord.CONTROLLED),
             "controller": self.controller_alive,
+            "needs_controller": self.needs_controller,
             "levels": doc["levels"],
             "steps": [self.steps[sid].to_json() for sid in wfrecord.order(self.record)],
             "created_at": self.record.created_at,

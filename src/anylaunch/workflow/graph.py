@@ -22,14 +22,21 @@ def levels(needs: Mapping[str, Sequence[str]]) -> list[list[str]]:
     the groups before it are done. Within a group, steps keep the file's order."""
     find_cycle(needs)
     placed: dict[str, int] = {}
-
-    def depth(step: str) -> int:
-        if step not in placed:
-            placed[step] = 1 + max((depth(n) for n in needs[step]), default=-1)
-        return placed[step]
-
-    for step in needs:
-        depth(step)
+    # A step's depth is one more than its deepest need's. Walked with a stack of our own:
+    # a chain of needs is as long as the file makes it, far past Python's recursion limit.
+    for start in needs:
+        stack = [start]
+        while stack:
+            step = stack[-1]
+            if step in placed:
+                stack.pop()
+                continue
+            waiting = [n for n in needs[step] if n not in placed]
+            if waiting:
+                stack += waiting
+                continue
+            placed[step] = 1 + max((placed[n] for n in needs[step]), default=-1)
+            stack.pop()
     out: list[list[str]] = [[] for _ in range(max(placed.values(), default=-1) + 1)]
     for step in needs:
         out[placed[step]].append(step)

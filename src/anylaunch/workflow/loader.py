@@ -18,12 +18,17 @@ from anylaunch.backends.registry import names as backend_names
 from anylaunch.errors import ConfigError
 from anylaunch.jobfile import loader
 from anylaunch.jobfile.spec import JobSpec
-from anylaunch.jobfile.yamlsrc import KeyPath, Located, Origin, format_path, parse
+from anylaunch.jobfile.yamlsrc import KeyPath, Located, Origin, format_path
 from anylaunch.workflow import graph, handoff
 from anylaunch.workflow.model import Step, Workflow
 
 # `${steps.ID.outputs.PATH}`: an earlier step's output, by the path it was written under.
 REFERENCE = re.compile(r"\$\{steps\.([^.}]*)\.outputs\.([^}]*)\}")
+# An output URI named in a command, hook or env value becomes part of that text, and a
+# command or hook string is a shell line: only characters a shell reads as themselves
+# (and `${NAME}`, which anylaunch expands as it does in the producer's outputs) may be
+# spliced there, so a URI cannot run `$(...)`, end a word or start another command.
+SPLICEABLE = re.compile(r"(?:[A-Za-z0-9._~:/@%+=,-]|\$\{[A-Za-z_][A-Za-z0-9_]*\})*")
 STEP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 STEP_KEYS = ("needs", "backend")  # a step's own keys, not the job's
 MERGED = ("env",)  # mappings a step adds to; every other key a step writes replaces
@@ -32,7 +37,7 @@ MERGED = ("env",)  # mappings a step adds to; every other key a step writes repl
 def load(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Workflow:
     environ = os.environ if environ is None else environ
     file = str(path)
-    located = parse(loader.read_text(file), file)
+    located = loader.parse_text(loader.read_text(file), file)
     data = located.data
     steps = data.get("steps")
     if not isinstance(steps, dict) or not steps:
@@ -138,11 +143,25 @@ def _references(
                         if known
                         else f"add outputs: {{{output}: s3://...}} to step {producer}",
                     )
+                uri = str(outputs[output])
+                if not _is_input(path) and not SPLICEABLE.fullmatch(uri):
+                    raise located.error(
+                        path,
+                        f"step '{producer}' output '{output}' ({uri!r}) has characters a shell"
+                        " would read, and this text is spliced into a command",
+                        f"name the output with letters, digits and / . _ - only, or pass it"
+                        f" through inputs: (steps.{sid}.inputs)",
+                    )
                 found.setdefault(sid, []).append((path, producer, output))
                 if producer not in needs[sid]:
                     needs[sid].append(producer)
                     written_at[(sid, producer)] = path
     return found
+
+
+def _is_input(path: KeyPath) -> bool:
+    """`steps.ID.inputs.NAME`: a handoff, staged as a URI, never spliced into text."""
+    return len(path) >= 4 and path[2] == "inputs"
 
 
 def _strings(value: Any, path: KeyPath) -> list[tuple[KeyPath, str]]:

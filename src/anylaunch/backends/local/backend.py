@@ -37,7 +37,7 @@ from anylaunch.backends.local.gpus import visible_gpus
 from anylaunch.errors import BackendError
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, home
+from anylaunch.store import JobRecord, Store, home, private
 from anylaunch.store.proctime import create_time, running
 
 # Loading a job file builds this backend's section model, and `status` polls: neither
@@ -139,17 +139,17 @@ class LocalBackend(Backend):
         return local_plan.describe(plan)
 
     def submit(self, plan: Plan[LocalPayload], secrets: Mapping[str, str]) -> Submitted:
-        job_dir = Path(plan.job_dir)
-        (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        job_dir = private.folder(plan.job_dir)
+        private.folder(job_dir / "logs")
         if plan.payload.get("nsys_dir"):
             Path(plan.payload["nsys_dir"]).mkdir(parents=True, exist_ok=True)
-        (job_dir / PLAN_FILE).write_text(plan.model_dump_json(indent=2))
+        private.write(job_dir / PLAN_FILE, plan.model_dump_json(indent=2))
         for rel, text in plan.files.items():
-            (job_dir / rel).write_text(text)
+            private.write(job_dir / rel, text)
         if "runtime" in plan.payload:
             from anylaunch.node import runtime
 
-            (job_dir / runtime.FILE_NAME).write_bytes(runtime.unpacked(plan.payload["runtime"]))
+            private.write(job_dir / runtime.FILE_NAME, runtime.unpacked(plan.payload["runtime"]))
         env = {**os.environ, **secrets}
         env["ANYLAUNCH_HOME"] = str(job_dir.parent.parent)
         env["ANYLAUNCH_JOB_ID"] = plan.job_id
@@ -360,20 +360,25 @@ def _supervisor_runs(job: JobRecord) -> bool:
 
 
 def _supervisor(job: JobRecord) -> psutil.Process | None:
-    """The job's supervisor if it still runs (checked by pid *and* start time)."""
-    if not job.native_id:
+    """The job's supervisor if it still runs, checked by pid *and* start time: the pid
+    comes from the store, and a process it does not prove to be ours is never signalled
+    (a record without a start time is left to the search by job id)."""
+    started = job.meta.get("create_time")
+    if not job.native_id or not job.native_id.isdigit() or started is None:
         return None
     import psutil
 
     try:
-        proc = psutil.Process(int(job.native_id))
-        started = job.meta.get("create_time")
-        if started is not None and abs(proc.create_time() - started) > 0.5:
+        pid = int(job.native_id)
+        if pid <= 1:
+            return None  # never init, nor the kernel's idle task
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - float(started)) > 0.5:
             return None  # the pid was reused by another process
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
         return proc
-    except (psutil.NoSuchProcess, ValueError):
+    except (psutil.NoSuchProcess, TypeError, ValueError):
         return None
 
 

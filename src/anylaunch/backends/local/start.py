@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from anylaunch.backends.local import supervisor
+from anylaunch.store import private
 
 LOG_FILE = "supervisor.log"
 
@@ -70,7 +71,7 @@ def reap(pid: int) -> bool:
 
 
 def _spawn(job_dir: Path, payload: Mapping[str, Any], env: Mapping[str, str]) -> int:
-    with open(job_dir / LOG_FILE, "ab") as out:
+    with open(job_dir / LOG_FILE, "ab", opener=private.opener) as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", supervisor.ENTRY, str(job_dir)],
             env=dict(env),
@@ -132,7 +133,7 @@ def _redirect(log: Path) -> None:
     """The submitter's terminal or pipes are not the supervisor's: a reader waiting for
     the end of the submitter's output must not wait for the job as well."""
     null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.dup2(null, 0)
     os.dup2(out, 1)
     os.dup2(out, 2)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anylaunch.state import State
+from anylaunch.store import private
 
 if TYPE_CHECKING:
     import subprocess
@@ -174,7 +175,7 @@ def _supervise(job_dir: Path) -> int:
         try:
             proc = start_node(node, payload["workdir"], os.environ)
         except OSError as exc:
-            with open(node["log"], "ab") as log:
+            with open(node["log"], "ab", opener=private.opener) as log:
                 log.write(f"anylaunch: cannot start node {node['node_rank']}: {exc}\n".encode())
             _terminate_tree(grace)
             return _finish(
@@ -307,7 +308,7 @@ def start_node(
     import subprocess
 
     Path(node["log"]).parent.mkdir(parents=True, exist_ok=True)
-    with open(node["log"], "ab") as log:
+    with open(node["log"], "ab", opener=private.opener) as log:
         return subprocess.Popen(
             node["argv"],
             env={**environ, **node["env"]},
@@ -324,7 +325,7 @@ def _step(argv: list[str], cwd: str, log_path: str, wake: _Wake) -> int:
     import subprocess
 
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    with open(log_path, "ab", opener=private.opener) as log:
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
@@ -411,7 +412,7 @@ def _finish(
         "ended_at": time.time(),
     }
     tmp = job_dir / "result.json.tmp"
-    tmp.write_text(json.dumps(result))
+    private.write(tmp, json.dumps(result))
     os.replace(tmp, job_dir / "result.json")
     if state is State.UNKNOWN:
         store.mark_unknown(job_id, detail or "outcome unknown", final=True)

@@ -38,6 +38,7 @@ from anylaunch.backends.skypilot.config import SkyPilotSection
 from anylaunch.backends.skypilot.task import SkyPilotPayload
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.state import State
+from anylaunch.store import private
 
 if TYPE_CHECKING:
     from anylaunch.store import JobRecord, Store
@@ -116,10 +117,9 @@ class SkyPilotBackend(Backend):
     # -- side effects ---------------------------------------------------------------------
 
     def submit(self, plan: Plan[SkyPilotPayload], secrets: Mapping[str, str]) -> Submitted:
-        job_dir = Path(plan.job_dir)
-        job_dir.mkdir(parents=True, exist_ok=True)
+        job_dir = private.folder(plan.job_dir)
         for rel, text in plan.files.items():
-            (job_dir / rel).write_text(text)
+            private.write(job_dir / rel, text)
         payload = plan.payload
         task_obj = sdk.task(payload["task"], {name: secrets[name] for name in plan.secret_env})
         cluster = payload["cluster_name"]  # None exactly when managed

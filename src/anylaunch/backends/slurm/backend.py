@@ -45,6 +45,7 @@ from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.observe.reachability import Unreachable
 from anylaunch.state import State
+from anylaunch.store import private
 
 if TYPE_CHECKING:
     from anylaunch.backends.checks import Check
@@ -223,10 +224,12 @@ class SlurmBackend(Backend):
         job_dirs = [s["job_dir"] for s in plan.payload["splits"]] or [plan.job_dir]
         for job_dir in job_dirs:
             # sbatch fails a job whose --output directory is missing (ExitCode 0:53).
-            (Path(job_dir) / "logs").mkdir(parents=True, exist_ok=True)
+            # Only this user may read them: logs hold what the program printed.
+            private.folder(job_dir)
+            private.folder(Path(job_dir) / "logs")
             for rel, text in plan.files.items():
                 if rel != slurm_plan.SCRIPT_FILE or job_dir == plan.job_dir:
-                    (Path(job_dir) / rel).write_text(text)
+                    private.write(Path(job_dir) / rel, text)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k in _KEEP}
         env.update({name: secrets[name] for name in plan.secret_env})
         workdir = plan.payload["workdir"]

@@ -305,6 +305,9 @@ def watch(idle_s: float, pid: int, logs: list[str], collect: list[str], log: str
     not judged: the clock is the ranks'."""
     started = time.time()
     step = max(0.5, min(idle_s / 10.0, 5.0))
+    if pid <= 1:  # never init (or, with 0 or less, a whole process group)
+        sys.stderr.write("anylaunch: hang: no job step to watch (pid %d)\n" % pid)
+        return 0
     while _alive(pid):
         quiet = time.time() - last_output(logs, started)
         if quiet >= idle_s:

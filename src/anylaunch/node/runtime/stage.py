@@ -132,10 +132,14 @@ def stage_in(manifest: dict[str, Any], client: Client | None = None) -> Summary:
     for item in manifest.get("inputs", []):
         stage_input(client, manifest, item, summary)
     cache_root = manifest.get("cache_root")
-    # Outputs on a shared filesystem are written there first.
     for item in manifest.get("outputs", []):
         target = os.path.join(manifest["workdir"], item["path"])
-        if cache_root and not os.path.exists(target) and not os.path.islink(target):
+        if os.path.islink(target):
+            # Made for an earlier job in this folder (its output URI, its cache): this
+            # job's files would go there and that job's files would upload as this one's.
+            os.unlink(target)
+        if cache_root and not os.path.exists(target):
+            # Outputs on a shared filesystem are written there first.
             home = Cache(cache_root).path(*parse_s3(item["uri"]))
             os.makedirs(home, exist_ok=True)
             place(target, home)
@@ -160,6 +164,35 @@ def _files(root: str) -> list[str]:
     return sorted(out)
 
 
+def _output_home(manifest: dict[str, Any], item: dict[str, Any], root: str) -> str:
+    """Where an output's files may really lie: its path under the working directory, or
+    its place in the shared cache (stage-in links it there). An output path the program
+    replaced by a link elsewhere (or reached through one) is refused: every file there
+    would pass as inside it."""
+    real = os.path.realpath(root)
+    allowed = [os.path.join(os.path.realpath(manifest["workdir"]), os.path.normpath(item["path"]))]
+    if manifest.get("cache_root"):
+        allowed.append(os.path.realpath(Cache(manifest["cache_root"]).path(*parse_s3(item["uri"]))))
+    if real in allowed:
+        return real
+    raise StageError(f"{root}: a link to {real}, out of the working directory — not uploaded")
+
+
+def _no_outside_names(files: list[str], root: str) -> None:
+    """Refuse a file with more names (hard links) than the outputs hold: its content is
+    a file elsewhere, which a link check by path cannot see."""
+    names: dict[tuple[int, int], list[str]] = {}
+    for path in files:
+        st = os.lstat(path)
+        names.setdefault((st.st_dev, st.st_ino), []).append(path)
+    for paths in names.values():
+        if os.lstat(paths[0]).st_nlink > len(paths):
+            raise StageError(
+                f"{paths[0]}: a hard link to a file outside the output directory {root}"
+                " — not uploaded (write a copy there instead)"
+            )
+
+
 def stage_out(manifest: dict[str, Any], client: Client | None = None) -> UploadSummary:
     summary = UploadSummary()
     if not manifest.get("outputs"):
@@ -171,13 +204,15 @@ def stage_out(manifest: dict[str, Any], client: Client | None = None) -> UploadS
         if not os.path.exists(root):
             continue  # the program wrote nothing there
         bucket, key = parse_s3(item["uri"])
+        real_base = _output_home(manifest, item, root)
+        found = _files(root)
         if os.path.isfile(root) and not is_prefix(key):
+            _no_outside_names(found, root)
             jobs.append((root, bucket, key))
             continue
         base = root if os.path.isdir(root) else os.path.dirname(root)
         prefix = key if is_prefix(key) else key + "/"
-        real_base = os.path.realpath(base)
-        for path in _files(root):
+        for path in found:
             # Path safety: a link inside the outputs must not upload what lies outside them.
             if not _inside(os.path.realpath(path), real_base):
                 raise StageError(
@@ -185,6 +220,7 @@ def stage_out(manifest: dict[str, Any], client: Client | None = None) -> UploadS
                 )
             relative = os.path.relpath(path, base).replace(os.sep, "/")
             jobs.append((path, bucket, prefix + relative))
+        _no_outside_names(found, root)
     summary.files = len(jobs)
     with ThreadPoolExecutor(concurrency()) as parts, ThreadPoolExecutor(concurrency()) as files:
         uploader = Uploader(client, manifest, summary, parts)
