@@ -91,6 +91,8 @@ def _launches_of(skystack: dict[str, str], job_id: str) -> int:
     return sum(f"ANYLAUNCH_JOB_ID={job_id}" in body for body in bodies)
 
 
+# A SkyPilot launch takes minutes on the devstack: run with the other long rehearsals.
+@pytest.mark.slow
 def test_a_launch_whose_answer_is_lost_is_adopted_not_failed_and_runs_once(
     cli, skystack, cluster, tmp_path
 ):
