@@ -4,7 +4,7 @@ SUCCEEDED, even when its node ends before the supervisor looks and the machine i
 Each job runs through the real CLI, as a user starts it: the submitting process forks,
 starts the nodes and becomes the supervisor, which must be the only process that ever
 collects a node's exit status. Four jobs run at a time while two spinning processes keep
-both cores busy. The whole count (1,000) runs with `-m slow`; the suite runs a tenth of it.
+both cores busy. The whole count (1,000) runs with `-m slow`; the suite runs 60 of them.
 """
 
 from __future__ import annotations
