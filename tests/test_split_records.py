@@ -9,7 +9,7 @@ import pytest
 
 from anylaunch.backends.base import get_backend
 from anylaunch.jobfile import loader
-from anylaunch.launch import pipeline, splits
+from anylaunch.launch import pipeline, runkey, splits
 from anylaunch.launch.resolve import resolve
 from anylaunch.store import Store
 
@@ -26,9 +26,11 @@ slurm: {partition: gpu}
 
 
 def _alone(spec, split_id: int, attempt: int):
-    """One split's spec rendered the long way: its own copy, its attempt in its env."""
+    """One split's spec rendered the long way: its own copy, its attempt and its run key
+    (the run's, whatever the job) in its env."""
     one = splits.with_split(spec, split_id)
     env = {**one.env, pipeline.ATTEMPT_ENV: str(attempt)}
+    env.update(runkey.tracker_env(runkey.run_key("any-job", "run-1", split_id), env))
     return one.model_copy(update={"env": env})
 
 

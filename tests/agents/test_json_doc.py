@@ -41,8 +41,9 @@ def test_every_object_a_command_prints_has_id_and_kind():
 
 
 # Mappings that are parts of one object (an error's code and message, where a diagnosis
-# saw the first failure, which code a job ran and its snapshot), not objects of their own.
-PARTS = {"ErrorBody", "FirstFailure", "Source", "SnapshotOut"}
+# saw the first failure, which code a job ran and its snapshot, what an attempt keeps of its
+# diagnosis), not objects of their own.
+PARTS = {"ErrorBody", "FirstFailure", "Source", "SnapshotOut", "AttemptDiagnosis"}
 
 
 def test_every_object_nested_in_another_has_id_and_kind_too():

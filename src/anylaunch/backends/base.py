@@ -48,6 +48,13 @@ class Capabilities:
     # The job can run from a snapshot of a folder of this machine (`snapshot:`, see
     # `Plan.snapshot`); a backend that runs only what its image holds cannot.
     snapshot: bool = False
+    # The job decides its next attempt itself, from inside its allocation (a Slurm job
+    # requeues itself): no process of ours has to outlive the command that submitted it.
+    # Elsewhere a job's retry policy is carried out by a controller on this host.
+    continues_in_job: bool = False
+    # The next attempt can be kept off named nodes (Slurm: --exclude; Lepton: the node
+    # group's other nodes); elsewhere a failure attributed to a node is only noted.
+    avoids_nodes: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,12 @@ class Observation:
     # The change starts a new attempt: never recorded for a job that ended or was asked
     # to cancel, so a late poll cannot restart a job the user stopped.
     attempt: bool = False
+    ended_as: State | None = None  # with `attempt`: how the attempt before it ended
+    # The attempts as the job recorded them itself, for a backend whose jobs continue
+    # themselves (`Capabilities.continues_in_job`): each a mapping with `attempt` (its
+    # number) and what is known of it (started_at, ended_at, state, exit_code, nodes,
+    # avoided, diagnosis, next).
+    attempts: tuple[Mapping[str, Any], ...] = ()
     # Poll this job again once the change is recorded: a resubmission is claimed in the
     # store first, and only the process whose claim was recorded creates the new job.
     again: bool = False
@@ -249,6 +262,18 @@ class Backend(ABC):
             f"the {self.name} backend cannot reach a running job's nodes"
             " (no exec, shell, forward or stack) — read its output with anylaunch logs"
         )
+
+    def hosts(self, job: JobRecord) -> list[str]:
+        """The hosts the job's current attempt ran on, node 0 first, where the platform
+        says: a failure diagnosis pins on a node is named through them, and the next
+        attempt avoids it. Default: none known."""
+        return []
+
+    def keep_off(self, spec: JobSpec, ctx: PlanContext, hosts: Sequence[str]) -> PlanContext:
+        """The context of an attempt that must not run on `hosts` (where an earlier one
+        failed), for a backend that can keep a job off nodes (`Capabilities.avoids_nodes`).
+        Called after `prepare`, so it may ask the platform. Default: unchanged."""
+        return ctx
 
     def shared_filesystem(self, spec: JobSpec) -> str | None:
         """Which filesystem this job's staging cache lives on, named so that two jobs

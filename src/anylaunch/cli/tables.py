@@ -86,3 +86,28 @@ def job_detail(summary: dict[str, Any]) -> None:
     for event in summary["events"]:
         detail = f"  {event['detail']}" if event.get("detail") else ""
         click.echo(f"    +{event['at'] - start:8.1f}s  {event['state']}{detail}")
+    attempts = summary.get("attempts") or []
+    if len(attempts) > 1 or any(a.get("diagnosis") or a.get("avoided") for a in attempts):
+        click.echo(label("  attempts"))
+        for line in attempt_lines(attempts):
+            click.echo(f"    {line}")
+    avoided = attempts[-1].get("avoided") if attempts else None
+    if avoided:
+        click.echo(f"{label('   avoided')}  {', '.join(avoided)} (where earlier attempts failed)")
+
+
+def attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
+    """One line per attempt (how it ended, where, its diagnosis), then why the next
+    one was made."""
+    out = []
+    for a in attempts:
+        state = a.get("state") or "running"
+        code = f" (exit {a['exit_code']})" if a.get("exit_code") is not None else ""
+        where = f" on {', '.join(a['nodes'])}" if a.get("nodes") else ""
+        diagnosis = a.get("diagnosis") or {}
+        said = f": {diagnosis['code']}" if diagnosis.get("code") else ""
+        blamed = f" (pinned on {diagnosis['node']})" if diagnosis.get("node") else ""
+        out.append(f"#{a['attempt']}  {state}{code}{where}{said}{blamed}")
+        if a.get("next"):
+            out.append(f"      -> {a['next']}")
+    return out

@@ -208,7 +208,8 @@ def job_status(job_id: str) -> dict[str, Any]:
     from anylaunch.jobfile.secrets import mask_data
 
     job.status()
-    summary = {**job.record.summary(), "events": job.events()}
+    attempts = [a.to_json() for a in job.attempts()]
+    summary = {**job.record.summary(), "events": job.events(), "attempts": attempts}
     reports = profile_reports(job.record)
     if reports:
         summary["reports"] = reports

@@ -67,6 +67,10 @@ class JobSummary(_Out):
     detail: str | None = Field(description="the backend's latest word on the job")
     run_id: str | None = Field(description="the run this job is a split of")
     split_id: int | None
+    attempt: int = Field(
+        description="the job's current attempt (ANYLAUNCH_ATTEMPT), 1 for the first; its"
+        " attempts are in `status JOB`"
+    )
     job_dir: str
     source: Source | None = Field(
         description="the code it ran: git state of its folder at submit, its snapshot;"
@@ -109,10 +113,44 @@ class Notification(_Out):
     )
 
 
+class AttemptDiagnosis(_Out):
+    """Part of an attempt, not an object of its own: what diagnosis said of its end."""
+
+    code: str = Field(description="the failure class, as `diagnose` names it")
+    err_class: str
+    retryable: bool
+    cause: str
+    suggestion: str
+    node: str | None = Field(description="the host the failure was pinned on, if any")
+
+
+class Attempt(_Out):
+    """One run of a job on its backend: the first, a resubmission, a requeue, or the
+    next try of its retry policy."""
+
+    id: str = Field(description="the job id and the attempt's number: JOB#1 first")
+    kind: Literal["attempt"]
+    attempt: int = Field(description="its number, as the job saw it in ANYLAUNCH_ATTEMPT")
+    native_id: str | None = Field(description="the backend's id for this attempt")
+    state: State | None = Field(description="how it ended; null while it runs")
+    exit_code: int | None
+    started_at: float | None
+    ended_at: float | None
+    nodes: list[str] = Field(description="the hosts it ran on, where the backend says")
+    avoided: list[str] = Field(description="hosts it was kept off (earlier attempts failed there)")
+    diagnosis: AttemptDiagnosis | None = Field(
+        description="why it ended, recorded when it ended (null while it runs, or when it"
+        " ended before its job had a retry policy to decide on)"
+    )
+    next: str | None = Field(description="why the next attempt was made; null: none was")
+
+
 class JobStatus(JobSummary):
-    """`status JOB`: the summary plus its state history and profiling reports."""
+    """`status JOB`: the summary plus its state history, every attempt and profiling
+    reports."""
 
     events: list[Event]
+    attempts: list[Attempt] = Field(description="every attempt, oldest first")
     reports: list[str] | None = Field(
         default=None, description="Nsight Systems reports written so far"
     )
@@ -128,7 +166,11 @@ class Split(_Out):
     kind: Literal["split"]
     split_id: int
     state: State
-    attempts: list[JobSummary] = Field(description="every try, oldest first")
+    attempts: list[JobSummary] = Field(
+        description="every job submitted for this split, oldest first; each names the"
+        " attempt it is (`attempt`), and one that made attempts of its own (its retry"
+        " policy, a requeue) lists them under `status JOB`"
+    )
 
 
 class RunStatus(_Out):

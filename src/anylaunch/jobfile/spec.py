@@ -39,6 +39,7 @@ from anylaunch.jobfile import shellwords
 from anylaunch.jobfile.envvars import EnvVars
 from anylaunch.jobfile.limits import check_command
 from anylaunch.jobfile.mounts import Mount
+from anylaunch.jobfile.retry import RetryPolicy
 from anylaunch.jobfile.secrets import is_secret_name, masked_env
 from anylaunch.storage.uri import parse_s3, validate_location
 
@@ -268,6 +269,8 @@ class JobSpec(Strict):
     splits: int | list[str | int | float | bool] | None = None
     # Run from a copy of the working folder taken at submit; None: the backend's default.
     snapshot: Snapshot | None = None
+    # When a failed attempt is followed by another (`jobfile/retry.py`).
+    retry: RetryPolicy | None = None
 
     # Keys the launcher does not own (model, data, step_scheduler, ...), for the program.
     # Keys keep YAML's types (`0:` stays an int, `on:` a bool): the program reads them back.

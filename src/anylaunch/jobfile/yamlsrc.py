@@ -260,6 +260,10 @@ def _build_mapping(
             written.add(key)
         # As in PyYAML: a later pair wins and the key keeps its first place.
         located.origins[at] = Origin(located.file, line)
+        if isinstance(key, bool) and isinstance(key_node.value, str):
+            # `on:` reads as true; an error about it may name the key as it was written.
+            as_written = (*path, key_node.value)
+            located.origins[as_written] = located.origins[at]
         out[key] = _build(value_node, at, located, ctor, aliased)
     return out
 

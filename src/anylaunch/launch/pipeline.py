@@ -42,7 +42,8 @@ from anylaunch.backends.base import ArraySubmission, Backend, PlanContext
 from anylaunch.backends.checks import Check, failed
 from anylaunch.errors import BackendError, ConfigError, SubmitOutcomeUnknown
 from anylaunch.jobfile.secrets import MIN_SECRET, is_secret_name, masked_env
-from anylaunch.launch import preflight, provenance, snapshot
+from anylaunch.launch import preflight, provenance, runkey, snapshot
+from anylaunch.observe import retries
 from anylaunch.observe.watch import honour_cancel
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store, new_id, private
@@ -129,6 +130,7 @@ def render(
     array: bool = False,
     per_job: Callable[[int | None], dict[str, str]] | None = None,
     reserve: bool = True,
+    avoid: Sequence[str] = (),
 ) -> Batch:
     """Render each (split id, job id); nothing is stored or sent.
 
@@ -136,7 +138,8 @@ def render(
     their split's attempts. `array`: the jobs are the splits of one run, sent as one
     native array where the backend can. `per_job` gives one job's environment (a split's
     SPLIT_ID); jobs then run the spec without `splits`. `reserve=False` (a dry-run)
-    takes no port or other resource in the store.
+    takes no port or other resource in the store. `avoid`: hosts the jobs must not run
+    on (an earlier attempt failed there), where the backend can keep them off.
     """
     impl, spec = resolved.impl, resolved.spec
     # The jobs of one submission differ only in their environment (split id, value,
@@ -153,11 +156,17 @@ def render(
         if ATTEMPT_ENV not in env:  # the resume contract: which try this is
             env[ATTEMPT_ENV] = str(done[split_id] + (0 if recorded else 1))
         attempt = int(env[ATTEMPT_ENV])
+        keyed = runkey.tracker_env(runkey.run_key(job_id, run_id, split_id), env)
+        env.update(keyed)
         # An array renders one script from the run's spec (`plan_array`): its tasks need
         # no spec of their own, their differences ride in their contexts.
         one = base if as_array or env == base.env else base.model_copy(update={"env": env})
         ctx = impl.prepare(one, job_id, f"{jobs_root}/{job_id}", store, reserve=reserve)
-        ctx = PlanContext(ctx.job_id, ctx.job_dir, {**ctx.values, "attempt": attempt})
+        ctx = PlanContext(
+            ctx.job_id, ctx.job_dir, {**ctx.values, "attempt": attempt, "per_job_env": keyed}
+        )
+        if avoid:
+            ctx = impl.keep_off(one, ctx, avoid)
         rendered.append((split_id, ctx, one, env))
     if as_array and isinstance(impl, ArraySubmission):
         shared = impl.plan_array(spec, [(i or 0, ctx) for i, ctx, _, _ in rendered])
@@ -196,6 +205,7 @@ def render(
                 spec={**stored, "env": masked_env(env)},
                 plan=dumped_plan,
                 source=source,
+                meta={"attempt": ctx.values["attempt"]},
             ),
             plan,
             job_secrets,
@@ -272,12 +282,29 @@ def _attempts(store: Store, run_id: str | None, split_ids: list[int | None]) -> 
         return Counter()
     if len(split_ids) == 1:
         return Counter({split_ids[0]: store.count_attempts(run_id, split_ids[0])})
-    return Counter(r.split_id for r in store.list(limit=None, run_id=run_id))
+    recorded = store.list(limit=None, run_id=run_id)
+    done = Counter(r.split_id for r in recorded)
+    for r in recorded:  # a job that made several attempts itself counts them all
+        number = r.meta.get("attempt", 0)
+        if isinstance(number, int) and number > done[r.split_id]:
+            done[r.split_id] = number
+    return done
 
 
 def send(batch: Batch, store: Store, max_parallel: int = 8) -> None:
     """Send recorded jobs: one array submission, one submit, or up to `max_parallel`
-    submits at a time (each thread with its own store connection)."""
+    submits at a time (each thread with its own store connection). A job whose retry
+    policy a controller on this host carries out gets its controller now, so its next
+    attempt is made even when nothing of ours runs after this command."""
+    try:
+        _send(batch, store, max_parallel)
+    finally:
+        for record in batch.records:
+            if record.native_id is not None and retries.kept(record, batch.impl):
+                retries.ensure(store.get(record.id), store)
+
+
+def _send(batch: Batch, store: Store, max_parallel: int) -> None:
     impl, jobs = batch.impl, batch.jobs
     if not jobs:
         return
@@ -369,7 +396,8 @@ def _settle(
         raise BackendError(f"submit to {impl.name} failed: {exc}") from exc
     for record, (native_id, meta) in zip(records, natives, strict=True):
         store.set_native(record.id, native_id, meta)
-        record.native_id, record.meta = native_id, meta
+        record.native_id = native_id
+        record.meta = {**meta, "attempt": record.meta.get("attempt", 1)}
         honour_cancel(impl, record.id, store)
 
 

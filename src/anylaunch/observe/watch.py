@@ -9,6 +9,7 @@ models.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -16,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from anylaunch.backends.base import Backend, LogSource, Observation, get_backend
 from anylaunch.errors import AnylaunchError, UsageError
 from anylaunch.jobfile.secrets import secret_values
-from anylaunch.observe import logfile, notify, pending, reachability
+from anylaunch.observe import logfile, notify, pending, reachability, retries
 from anylaunch.observe.diagnose import diagnose_lines
-from anylaunch.observe.diagnose.lines import parse
+from anylaunch.observe.diagnose.lines import attempt_lines, parse
 from anylaunch.observe.reachability import Unreachable
 from anylaunch.state import State
-from anylaunch.store import JobRecord, Store, Update, busy_elsewhere, private
+from anylaunch.store import Attempt, JobRecord, Store, Update, busy_elsewhere, private
 
 if TYPE_CHECKING:
     from anylaunch.observe.diagnose import Diagnosis
@@ -113,7 +114,7 @@ def refresh(
         # While the controller is known not to answer, looking for orphans would only wait
         # for it once more: they are looked for after a poll that got an answer.
         if orphans and reachability.note(store.root, backend) is None:
-            reconcile(impl, orphans, store, _never_submitted)
+            reconcile(impl, orphans, store, functools.partial(_unsent, impl=impl, store=store))
             for job in orphans:  # adopted (a native id now) or settled: poll what is stored
                 vars(job).update(vars(store.get(job.id)))
             jobs = [j for j in jobs if not j.state.terminal]
@@ -142,6 +143,7 @@ def _poll_and_apply(
     else:
         reachability.up(store.root, backend)
     now = time.time()
+    observed = _attempt_ends(impl, jobs, observed, store)
     stored = store.apply(
         [_update(job, observed[job.id], now) for job in jobs if job.id in observed]
     )
@@ -156,6 +158,28 @@ def _poll_and_apply(
         if seen.again and seen.native_id is not None and after.native_id == seen.native_id:
             again.append(job)
     return again
+
+
+def _attempt_ends(
+    impl: Backend, jobs: Sequence[JobRecord], observed: dict[str, Observation], store: Store
+) -> dict[str, Observation]:
+    """The observations to write: an attempt's end, for a job whose controller decides
+    what follows it (`retries.kept`), is written on the attempt alone, and the
+    controller is started if none is alive (the next command that touches the job
+    carries on after a crash)."""
+    out = dict(observed)
+    for job in jobs:
+        seen = observed.get(job.id)
+        if seen is None or not seen.state.terminal or seen.state is State.SUCCEEDED:
+            continue  # success ends the job whatever its policy
+        if not retries.kept(job, impl):
+            continue
+        del out[job.id]
+        number = retries.number(job)
+        detail = retries.ended_detail(number, seen.state.value, seen.exit_code)
+        store.attempt_ended(job.id, number, seen.state, seen.exit_code, detail)
+        retries.ensure(store.get(job.id), store)
+    return out
 
 
 def _update(job: JobRecord, seen: Observation, now: float) -> Update:
@@ -173,7 +197,20 @@ def _update(job: JobRecord, seen: Observation, now: float) -> Update:
         meta=dict(seen.meta) if seen.meta is not None else None,
         events=seen.events,
         attempt=seen.attempt,
+        ended_as=seen.ended_as,
+        attempts=tuple(dict(a) for a in seen.attempts),
     )
+
+
+def _unsent(record: JobRecord, *, impl: Backend, store: Store) -> Update:
+    """A job its submitter never handed to the backend: a later attempt of a job whose
+    controller makes its attempts is the controller's to send (started if none runs);
+    anything else is `_never_submitted`."""
+    if retries.number(record) > 1 and retries.kept(record, impl):
+        retries.ensure(record, store)
+        number = retries.number(record)
+        return Update(record.id, detail=f"attempt {number} not sent yet: its controller sends it")
+    return _never_submitted(record)
 
 
 NOT_SUBMITTED = "not submitted: the process submitting it ended first"
@@ -301,22 +338,38 @@ class Job:
             for n in self._store.notifications(self.id)
         ]
 
-    def diagnose(self) -> Diagnosis:
+    def diagnose(self, attempt: Attempt | None = None, *, detail: str | None = None) -> Diagnosis:
         """Why the job failed (or is failing): from its state, exit code, backend events
-        and the logs of every node."""
+        and the logs of every node. With `attempt` (one of `attempts()`, ended): why that
+        attempt ended, from its own part of the logs and its own end; `detail` is the
+        backend's word for that end."""
         record = self._reload()
+        first = self.attempts()[0].number if attempt is not None else 1
         lines = []
         for node, node_lines in self._read_logs(record, None, None):
+            if attempt is not None:
+                node_lines = attempt_lines(node_lines, attempt.number, first)
             lines += parse("\n".join(node_lines), node=node)
-        events = [record.detail] if record.detail else []  # the backend's word for the end
+        state: str | None = record.state.value
+        exit_code = record.exit_code
+        if attempt is None:
+            detail = record.detail
+        else:
+            state = attempt.state.value if attempt.state else None
+            exit_code = attempt.exit_code
+        events = [detail] if detail else []  # the backend's word for the end
         events += get_backend(self.backend).native_signals(record)
         return diagnose_lines(
             lines,
-            state=record.state.value,
-            exit_code=record.exit_code,
+            state=state,
+            exit_code=exit_code,
             cancel_requested=record.cancel_requested_at is not None,
             events=events,
         )
+
+    def attempts(self) -> list[Attempt]:
+        """Every attempt of the job, oldest first."""
+        return self._store.attempts(self._reload())
 
 
 def log_sources(record: JobRecord, node: int | None = None) -> list[LogSource]:

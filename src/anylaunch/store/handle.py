@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from anylaunch.store.attempts import AttemptTables
 from anylaunch.store.jobs import JobTables
 from anylaunch.store.location import home, make_home
 from anylaunch.store.migrations import open_migrated
@@ -14,7 +15,9 @@ from anylaunch.store.trouble import store_trouble
 from anylaunch.store.workflows import WorkflowTables
 
 
-class Store(JobTables, NotificationTables, RunTables, TransitionTables, WorkflowTables):
+class Store(
+    JobTables, AttemptTables, NotificationTables, RunTables, TransitionTables, WorkflowTables
+):
     """A handle on the SQLite store; cheap to create, one connection per instance.
 
     Opening it brings an older store's schema up to date (`migrations.py`) and refuses

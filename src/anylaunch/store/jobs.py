@@ -16,7 +16,7 @@ from typing import Any
 
 from anylaunch.errors import JobNotFound, UsageError
 from anylaunch.state import State
-from anylaunch.store import notifications, rows
+from anylaunch.store import attempts, notifications, rows
 from anylaunch.store.connection import Tables
 from anylaunch.store.ids import prefix_range
 from anylaunch.store.processes import alive, this_process
@@ -75,11 +75,17 @@ class JobTables(Tables):
             )
 
     def set_native(self, job_id: str, native_id: str, meta: dict[str, Any] | None = None) -> None:
+        """The backend's id for the job's current attempt, and the backend's metadata
+        (which keeps the number of that attempt)."""
+        now = time.time()
         with self._write() as db:
+            row = db.execute("SELECT meta FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            kept = attempts.store_keys(json.loads(row["meta"]) if row else {})
             db.execute(
                 "UPDATE jobs SET native_id = ?, meta = ?, updated_at = ? WHERE id = ?",
-                (native_id, json.dumps(meta or {}), time.time(), job_id),
+                (native_id, json.dumps({**(meta or {}), **kept}), now, job_id),
             )
+            attempts.set_native(db, job_id, native_id, now)
 
     def set_snapshot(self, job_ids: Sequence[str], snapshot: dict[str, Any]) -> None:
         """The snapshot these jobs run from (its hash, files, bytes), with their source."""
@@ -228,3 +234,4 @@ def insert(db: sqlite3.Connection, records: list[JobRecord]) -> None:
     for record in records:
         if record.spec.get("notify"):
             notifications.insert(db, record.id, len(record.spec["notify"]))
+    attempts.insert_first(db, records)

@@ -40,6 +40,7 @@ MIGRATIONS = (
     Migration(2, schema.V2),
     Migration(3, schema.V3),
     Migration(4, schema.V4),
+    Migration(5, schema.V5),
 )
 
 

@@ -1,5 +1,5 @@
-"""The records of the store, as the rest of the code sees them: a job, what a poll
-learned about one, a workflow and a workflow's step."""
+"""The records of the store, as the rest of the code sees them: a job, one of its
+attempts, what a poll learned about one, a workflow and a workflow's step."""
 
 from __future__ import annotations
 
@@ -43,6 +43,12 @@ class JobRecord:
         with `final`): its detail says why. Nothing waits for it any longer."""
         return self.state is State.UNKNOWN and bool(self.meta.get("outcome_unknown"))
 
+    @property
+    def attempt(self) -> int:
+        """The number of the job's current attempt (ANYLAUNCH_ATTEMPT): 1 for the first."""
+        number = self.meta.get("attempt", 1)
+        return number if isinstance(number, int) and not isinstance(number, bool) else 1
+
     def summary(self) -> dict[str, Any]:
         """The stable `--json` shape of a job (contract: id, state, backend, native_id, exit_code)."""
         return {
@@ -56,11 +62,48 @@ class JobRecord:
             "detail": self.detail,
             "run_id": self.run_id,
             "split_id": self.split_id,
+            "attempt": self.attempt,
             "job_dir": self.job_dir,
             "source": self.source,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "stale": self.stale,
+        }
+
+
+@dataclass
+class Attempt:
+    """One run of a job on its backend: where it ran, how it ended, what diagnosis said
+    of it, why the next attempt was made (`next`, None when none was) and the nodes it
+    was kept away from (`avoided`, after an earlier attempt failed on them)."""
+
+    job_id: str
+    number: int  # ANYLAUNCH_ATTEMPT: 1 for the first
+    native_id: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    state: State | None = None  # how it ended; None while it runs, or when nobody knows
+    exit_code: int | None = None
+    nodes: list[str] = field(default_factory=list)
+    avoided: list[str] = field(default_factory=list)
+    diagnosis: dict[str, Any] | None = None
+    next: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable `--json` shape of an attempt (in `status JOB`)."""
+        return {
+            "id": f"{self.job_id}#{self.number}",
+            "kind": "attempt",
+            "attempt": self.number,
+            "native_id": self.native_id,
+            "state": self.state.value if self.state else None,
+            "exit_code": self.exit_code,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "nodes": self.nodes,
+            "avoided": self.avoided,
+            "diagnosis": self.diagnosis,
+            "next": self.next,
         }
 
 
@@ -88,6 +131,10 @@ class Update:
     meta: dict[str, Any] | None = None
     events: tuple[str, ...] = ()
     attempt: bool = False
+    ended_as: State | None = None  # with `attempt`: how the attempt before it ended
+    # Attempts as the job itself recorded them (a Slurm job continuing itself): each a
+    # mapping with `attempt` (its number) and what is known of it, written over the rows.
+    attempts: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass

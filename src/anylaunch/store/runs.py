@@ -43,11 +43,14 @@ class RunTables(Tables):
         return _open_run(self._db, key)
 
     def count_attempts(self, run_id: str, split_id: int | None) -> int:
-        """Jobs already recorded for this split of this run (its earlier attempts)."""
+        """Attempts already made for this split of this run: one per job recorded for it,
+        or more where a job made several of its own (its retry policy, a requeue)."""
         row = self._db.execute(
-            "SELECT COUNT(*) FROM jobs WHERE run_id = ? AND split_id IS ?", (run_id, split_id)
+            "SELECT COUNT(*), MAX(CAST(json_extract(meta, '$.attempt') AS INTEGER)) FROM jobs"
+            " WHERE run_id = ? AND split_id IS ?",
+            (run_id, split_id),
         ).fetchone()
-        return row[0]
+        return max(row[0], row[1] or 0)
 
     def resolve_run(self, run_id: str) -> str:
         """A run id from an id or a unique prefix."""

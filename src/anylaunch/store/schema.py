@@ -106,3 +106,26 @@ CREATE TABLE notifications (
 );
 CREATE INDEX notifications_status ON notifications (status, job_id);
 """
+
+# Version 5: the attempts of each job. A job is one thing the user launched; an attempt is
+# one run of it on its backend (the first, a resubmission after an eviction, a Slurm
+# requeue, the next try its retry policy made). Each keeps where it ran, how it ended,
+# its diagnosis, why the next one was made and the nodes it was kept away from, so
+# `status` can say what happened to every try and not only to the last. Jobs recorded
+# before this version have no rows here: their one attempt is read from the job itself.
+V5 = """
+CREATE TABLE attempts (
+    job_id TEXT NOT NULL REFERENCES jobs (id),
+    number INTEGER NOT NULL,
+    native_id TEXT,
+    started_at REAL,
+    ended_at REAL,
+    state TEXT,
+    exit_code INTEGER,
+    nodes TEXT NOT NULL DEFAULT '[]',
+    avoided TEXT NOT NULL DEFAULT '[]',
+    diagnosis TEXT,
+    next TEXT,
+    PRIMARY KEY (job_id, number)
+);
+"""

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 
 from anylaunch.state import State, may_become_unknown, may_move
-from anylaunch.store import rows
+from anylaunch.store import attempts, rows
 from anylaunch.store.connection import Tables
 from anylaunch.store.records import JobRecord, Update
 
@@ -119,6 +119,7 @@ def _move(
     )
     if state.terminal:
         db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
+        attempts.close_open(db, job_id, now, state, exit_code)
     return True
 
 
@@ -143,6 +144,7 @@ def _unknown(
     )
     if final:
         db.execute("DELETE FROM ports WHERE job_id = ?", (job_id,))
+        attempts.close_open(db, job_id, now, State.UNKNOWN)
     return True
 
 
@@ -151,6 +153,13 @@ def _apply_one(db: sqlite3.Connection, row: sqlite3.Row, update: Update, now: fl
     job_id, current = update.job_id, State(row["state"])
     if update.native_id is not None or update.meta is not None:
         _reidentify(db, row, update, now)
+    if update.attempts and _merge_attempts(db, row, update, now):
+        current = State(db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+        if update.state is not None and not update.state.terminal and update.state is not current:
+            # A new attempt runs: its progress starts again from PENDING, which the
+            # forward-only rule would refuse within one attempt.
+            _restart(db, job_id, update.state, update.detail, now)
+            return
     state = update.state
     if state is None:
         _note(db, row, update.detail, now)
@@ -181,9 +190,21 @@ def _reidentify(db: sqlite3.Connection, row: sqlite3.Row, update: Update, now: f
     if update.attempt and (State(row["state"]).terminal or row["cancel_requested_at"]):
         return  # a late poll must not start a job that ended or that the user stopped
     native_id = update.native_id if update.native_id is not None else row["native_id"]
-    meta = json.dumps(update.meta) if update.meta is not None else row["meta"]
+    stored_meta = json.loads(row["meta"])
+    new_meta = dict(update.meta) if update.meta is not None else dict(stored_meta)
+    # The attempt's number and the controller are the store's to keep: a backend's
+    # metadata names its own.
+    new_meta.update(attempts.store_keys(stored_meta))
+    meta = json.dumps(new_meta)
     if native_id == row["native_id"] and meta == row["meta"]:
         return  # already recorded: the same observation twice writes nothing twice
+    if update.attempt:
+        new_meta["attempt"] = attempts.open_next(
+            db, update.job_id, native_id, now, update.ended_as, new_meta["attempt"]
+        )
+        meta = json.dumps(new_meta)
+    elif native_id != row["native_id"]:
+        attempts.set_native(db, update.job_id, native_id, now)
     db.execute(
         "UPDATE jobs SET native_id = ?, meta = ?, updated_at = ? WHERE id = ?",
         (native_id, meta, now, update.job_id),
@@ -191,4 +212,34 @@ def _reidentify(db: sqlite3.Connection, row: sqlite3.Row, update: Update, now: f
     db.executemany(
         "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
         [(update.job_id, now, row["state"], event) for event in update.events],
+    )
+
+
+def _merge_attempts(db: sqlite3.Connection, row: sqlite3.Row, update: Update, now: float) -> bool:
+    """The attempts a job recorded of itself; True when one newer than the job's current
+    attempt began (its number becomes the job's)."""
+    meta = json.loads(row["meta"])
+    current = attempts.current_number(meta)
+    newest = attempts.merge_seen(db, update.job_id, row["native_id"], update.attempts)
+    if newest <= current or State(row["state"]).terminal:
+        return False
+    meta["attempt"] = newest
+    db.execute(
+        "UPDATE jobs SET meta = ?, updated_at = ? WHERE id = ?",
+        (json.dumps(meta), now, update.job_id),
+    )
+    return True
+
+
+def _restart(
+    db: sqlite3.Connection, job_id: str, state: State, detail: str | None, now: float
+) -> None:
+    """A live job whose new attempt is in `state`, whatever state the last one reached."""
+    db.execute(
+        "UPDATE jobs SET state = ?, exit_code = NULL, detail = ?, updated_at = ? WHERE id = ?",
+        (state.value, detail, now, job_id),
+    )
+    db.execute(
+        "INSERT INTO events (job_id, at, state, detail) VALUES (?, ?, ?, ?)",
+        (job_id, now, state.value, detail),
     )

@@ -37,6 +37,7 @@ from anylaunch.backends.lepton.rest.errors import LeptonError, LeptonNotFound, L
 from anylaunch.backends.plan import Plan
 from anylaunch.errors import BackendError, SubmitOutcomeUnknown
 from anylaunch.jobfile.spec import JobSpec
+from anylaunch.observe.diagnose.lines import attempt_mark
 from anylaunch.state import State
 
 if TYPE_CHECKING:  # the client (httpx) is imported when a call is made, not by a dry-run
@@ -247,6 +248,7 @@ class LeptonBackend(Backend):
             meta=meta,
             events=(detail,),
             attempt=True,
+            ended_as=State.PREEMPTED,
             again=True,
         )
 
@@ -364,9 +366,7 @@ class LeptonBackend(Backend):
                     native = attempt["native_id"]
                     if number:  # earlier attempts stay visible, so the log only grows
                         for lines in texts.values():
-                            lines.append(
-                                f"--- anylaunch: attempt {attempt['attempt']} ({native}) ---"
-                            )
+                            lines.append(attempt_mark(attempt["attempt"], native))
                     for _, labels, line in client.job_log_lines(native, job.created_at):
                         index = wire.replica_index(str(labels.get("replica", "")), native)
                         if index in texts:

@@ -169,7 +169,7 @@ class LocalBackend(Backend):
         return {job.id: self._observe(job) for job in jobs}
 
     def _observe(self, job: JobRecord) -> Observation:
-        result = _read_result(Path(job.job_dir))
+        result = _read_result(job)
         if result is not None:
             return result
         if _supervisor_runs(job):
@@ -177,7 +177,7 @@ class LocalBackend(Backend):
         if job.native_id is None:
             return Observation(State.UNKNOWN)
         # Gone without a result: read again, the supervisor may have just finished.
-        return _read_result(Path(job.job_dir)) or _orphaned(job)
+        return _read_result(job) or _orphaned(job)
 
     def reconcile(self, jobs: Sequence[JobRecord]) -> Found:
         """Which of these jobs, recorded without a native id, were started anyway.
@@ -202,7 +202,7 @@ class LocalBackend(Backend):
                 with contextlib.suppress(psutil.NoSuchProcess):
                     found[job.id] = (str(supervisor.pid), {"create_time": supervisor.create_time()})
                     continue
-            if job.state is not State.PENDING or _read_result(Path(job.job_dir)) is not None:
+            if job.state is not State.PENDING or _read_result(job) is not None:
                 found[job.id] = (None, {})
         return found
 
@@ -270,6 +270,11 @@ class LocalBackend(Backend):
         """Every simulated node is this machine: its port is already here."""
         return Relay("the node is this machine", address=("127.0.0.1", port))
 
+    def hosts(self, job: JobRecord) -> list[str]:
+        """Every simulated node is this machine: a failure pinned on one cannot be
+        avoided here, and the controller says so."""
+        return [socket.gethostname()] * len(job.plan.get("payload", {}).get("nodes", []))
+
 
 def _cache_root(spec: JobSpec, root: Path) -> str:
     """Where the job's inputs are cached: `local.cache_root`, else the store's `cache`."""
@@ -334,14 +339,16 @@ def _orphaned(job: JobRecord) -> Observation:
     )
 
 
-def _read_result(job_dir: Path) -> Observation | None:
-    """The end the supervisor wrote, if it did. UNKNOWN there is for good: the
-    supervisor could not tell how a node ended, and nobody later can."""
+def _read_result(job: JobRecord) -> Observation | None:
+    """The end the supervisor of the job's current attempt wrote, if it did. UNKNOWN
+    there is for good: the supervisor could not tell how a node ended, and nobody later
+    can."""
     # The job can write its folder: a FIFO or a link there must not hang or mislead `ps`.
     from anylaunch.observe.jobfiles import read_inside
 
+    name = str(job.plan.get("payload", {}).get("result", RESULT_FILE))
     try:
-        result = json.loads(read_inside(str(job_dir), RESULT_FILE, limit=1 << 20))
+        result = json.loads(read_inside(job.job_dir, name, limit=1 << 20))
         state = State(result["state"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

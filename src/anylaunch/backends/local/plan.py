@@ -58,6 +58,13 @@ class LocalPayload(TypedDict):
     # The in-job runtime, written into the job's directory by submit. A zipapp is not
     # text, so it is not among the plan's files: it travels packed (`runtime.packed`).
     runtime: NotRequired[str]
+    # A later attempt of the job (its retry policy's): its number, and the file its
+    # supervisor writes the result to (each attempt its own: `result.json` is the first's).
+    attempt: NotRequired[int]
+    result: NotRequired[str]
+    # The job has a retry policy: a failed attempt's end is the controller's to decide
+    # (another attempt, or the job's end), not the supervisor's to record as the job's.
+    controller_decides: NotRequired[bool]
 
 
 def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
@@ -100,7 +107,9 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
     )
     # Node 0's agent hosts the rendezvous store: it stays open until every other node
     # has ended (see torchrun_agent.py).
-    release = str(job_dir / "rendezvous-released")
+    attempt = int(values.get("attempt", 1))
+    suffix = f"-{attempt}" if attempt > 1 else ""
+    release = str(job_dir / f"rendezvous-released{suffix}")
     hold = spec.launcher == "torchrun" and rdzv.nnodes > 1
     nodes: list[LocalNode] = []
     for rank in range(rdzv.nnodes):
@@ -157,6 +166,11 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LocalPayload]:
         payload["watchdog"] = {"idle_s": spec.watchdog.idle, "py_spy": values.get("py_spy")}
     if spec.notify:
         payload["notify"] = True
+    if attempt > 1:
+        payload["attempt"] = attempt
+        payload["result"] = f"result{suffix}.json"
+    if spec.retry is not None and spec.retry.max_attempts > 1:
+        payload["controller_decides"] = True
     if profile is not None:
         payload["nsys_dir"] = nsys_dir
         payload["nsys_reports"] = f"{nsys_dir}/*.nsys-rep"

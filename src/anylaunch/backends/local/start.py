@@ -104,7 +104,11 @@ def _child(job_dir: Path, payload: Mapping[str, Any], env: Mapping[str, str]) ->
         if not payload.get("stage_in"):  # with staging, the supervisor starts them after it
             for node in payload["nodes"]:
                 try:
-                    started.append(supervisor.start_node(node, payload["workdir"], env))
+                    started.append(
+                        supervisor.start_node(
+                            node, payload["workdir"], env, int(payload.get("attempt", 1))
+                        )
+                    )
                 except OSError:
                     break  # the supervisor tries this node again and records why it fails
         pids = ",".join(str(proc.pid) for proc in started)

@@ -153,6 +153,9 @@ def _supervise(job_dir: Path) -> int:
     payload = plan["payload"]
     grace = float(payload.get("kill_grace_s", 10.0))
     job_id = plan["job_id"]
+    attempt = int(payload.get("attempt", 1))
+    # The file this attempt's end goes to, and whether a failure is the job's end.
+    ending = _Ending(job_dir / payload.get("result", "result.json"), payload)
     become_subreaper()
     wake = _Wake()
     started = [int(pid) for pid in os.environ.pop(STARTED_ENV, "").split(",") if pid]
@@ -165,21 +168,21 @@ def _supervise(job_dir: Path) -> int:
         code = _step(payload["stage_in"], payload["workdir"], first_log, wake)
         if wake.stop is not None:
             _terminate_tree(grace)
-            return _finish(job_dir, store, job_id, State.CANCELLED, None, "cancelled")
+            return _finish(ending, store, job_id, State.CANCELLED, None, "cancelled")
         if code != 0:
             return _finish(
-                job_dir, store, job_id, State.FAILED, code, "stage-in failed (see node 0's log)"
+                ending, store, job_id, State.FAILED, code, "stage-in failed (see node 0's log)"
             )
     nodes = [_Node(pid) for pid in started]
     for node in payload["nodes"][len(nodes) :]:
         try:
-            proc = start_node(node, payload["workdir"], os.environ)
+            proc = start_node(node, payload["workdir"], os.environ, attempt)
         except OSError as exc:
             with open(node["log"], "ab", opener=private.opener) as log:
                 log.write(f"anylaunch: cannot start node {node['node_rank']}: {exc}\n".encode())
             _terminate_tree(grace)
             return _finish(
-                job_dir,
+                ending,
                 store or _store(),
                 job_id,
                 State.FAILED,
@@ -204,7 +207,7 @@ def _supervise(job_dir: Path) -> int:
             release = None
         if wake.stop is not None:
             _terminate_tree(grace)
-            return _finish(job_dir, store, job_id, State.CANCELLED, None, "cancelled")
+            return _finish(ending, store, job_id, State.CANCELLED, None, "cancelled")
         if first_failure is None:
             for rank, ended in enumerate(codes):
                 if ended is not None and ended != 0 and not nodes[rank].lost:
@@ -218,7 +221,7 @@ def _supervise(job_dir: Path) -> int:
             break
         if watchdog is not None and first_failure is None and watchdog.hung():
             _terminate_tree(grace)
-            return _finish(job_dir, store, job_id, State.FAILED, watchdog.EXIT, watchdog.detail)
+            return _finish(ending, store, job_id, State.FAILED, watchdog.EXIT, watchdog.detail)
         timeout = None if first_failure is None else failed_at + grace - time.monotonic()
         if watchdog is not None and first_failure is None:
             timeout = watchdog.left()
@@ -228,7 +231,7 @@ def _supervise(job_dir: Path) -> int:
     lost = [rank for rank, n in enumerate(nodes) if n.lost]
     if lost and first_failure is None:
         return _finish(
-            job_dir,
+            ending,
             store,
             job_id,
             State.UNKNOWN,
@@ -241,14 +244,14 @@ def _supervise(job_dir: Path) -> int:
     if payload.get("stage_out") and wake.stop is None:
         staged_out = _step(payload["stage_out"], payload["workdir"], first_log, wake)
     if first_failure is None and staged_out == 0:
-        return _finish(job_dir, store, job_id, State.SUCCEEDED, 0, None)
+        return _finish(ending, store, job_id, State.SUCCEEDED, 0, None)
     if first_failure is None:
         return _finish(
-            job_dir, store, job_id, State.FAILED, staged_out, "stage-out failed (see node 0's log)"
+            ending, store, job_id, State.FAILED, staged_out, "stage-out failed (see node 0's log)"
         )
     node_rank, exit_code = first_failure
     return _finish(
-        job_dir, store, job_id, State.FAILED, exit_code, f"node {node_rank} exited with {exit_code}"
+        ending, store, job_id, State.FAILED, exit_code, f"node {node_rank} exited with {exit_code}"
     )
 
 
@@ -301,14 +304,18 @@ class _Watchdog:
 
 
 def start_node(
-    node: Mapping[str, Any], workdir: str, environ: Mapping[str, str]
+    node: Mapping[str, Any], workdir: str, environ: Mapping[str, str], attempt: int = 1
 ) -> subprocess.Popen[bytes]:
-    """Start one node's process, its output appended to its log; it gets SIGTERM when
-    this process dies."""
+    """Start one node's process, its output appended to its log (after a line that says
+    where a later attempt begins); it gets SIGTERM when this process dies."""
     import subprocess
 
     Path(node["log"]).parent.mkdir(parents=True, exist_ok=True)
     with open(node["log"], "ab", opener=private.opener) as log:
+        if attempt > 1:
+            from anylaunch.observe.diagnose.lines import attempt_mark
+
+            log.write(f"{attempt_mark(attempt)}\n".encode())
         return subprocess.Popen(
             node["argv"],
             env={**environ, **node["env"]},
@@ -396,24 +403,36 @@ def _has_children() -> bool:
     return True
 
 
+class _Ending:
+    """Where an attempt's end is written, and whether its failure ends the job."""
+
+    def __init__(self, path: Path, payload: Mapping[str, Any]) -> None:
+        self.path = path
+        self.controller_decides = bool(payload.get("controller_decides"))
+
+
 def _finish(
-    job_dir: Path,
+    ending: _Ending,
     store: Store,
     job_id: str,
     state: State,
     exit_code: int | None,
     detail: str | None,
 ) -> int:
-    """The result file first (a poll can read it even if the store write fails), then the store."""
+    """The result file first (a poll can read it even if the store write fails), then the
+    store — unless the job's controller decides what a failure leads to (another attempt,
+    or the job's end): it reads the result file."""
     result = {
         "state": state.value,
         "exit_code": exit_code,
         "detail": detail,
         "ended_at": time.time(),
     }
-    tmp = job_dir / "result.json.tmp"
+    tmp = ending.path.with_name(ending.path.name + ".tmp")
     private.write(tmp, json.dumps(result))
-    os.replace(tmp, job_dir / "result.json")
+    os.replace(tmp, ending.path)
+    if ending.controller_decides and state in (State.FAILED, State.UNKNOWN):
+        return 1
     if state is State.UNKNOWN:
         store.mark_unknown(job_id, detail or "outcome unknown", final=True)
     else:

@@ -133,6 +133,7 @@ class SlurmBackend(Backend):
                 "job_dir": c.values.get("run_dir", c.job_dir),
                 "value": values_of[i] if i < len(values_of) else None,
                 "attempt": c.values.get("attempt", 1),
+                "env": dict(c.values.get("per_job_env", {})),
             }
             for i, c in splits
         ]

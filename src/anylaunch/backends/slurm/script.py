@@ -48,6 +48,7 @@ class Split:
     job_dir: str
     value: str | None = None  # SPLIT_VALUE, when the run lists one value per split
     attempt: int = 1  # ANYLAUNCH_ATTEMPT: a retried split's earlier attempts count
+    env: dict[str, str] = field(default_factory=dict)  # its run key (launch/runkey.py)
 
 
 @dataclass(frozen=True)
@@ -182,15 +183,19 @@ def setup(job: Job) -> list[str]:
         out.append("# One anylaunch job per array task: its split id, id and directory.")
         out.append('export SPLIT_ID="$SLURM_ARRAY_TASK_ID"')
         out.append('case "$SPLIT_ID" in')
+        per_job = sorted({name for split in job.splits for name in split.env})
         for split in job.splits:
             value = "" if split.value is None else f" SPLIT_VALUE={word(split.value)}"
+            extra = "".join(f" {name}={word(split.env[name])}" for name in sorted(split.env))
             out.append(
                 f"  {split.split_id}) ANYLAUNCH_JOB_ID={word(split.job_id)}"
                 f" ANYLAUNCH_JOB_DIR={word(split.job_dir)}{value}"
-                f" ANYLAUNCH_ATTEMPT={split.attempt} ;;"
+                f" ANYLAUNCH_ATTEMPT={split.attempt}{extra} ;;"
             )
         out.append("esac")
-        out.append("export ANYLAUNCH_JOB_ID ANYLAUNCH_JOB_DIR ANYLAUNCH_ATTEMPT")
+        out.append(
+            " ".join(["export ANYLAUNCH_JOB_ID ANYLAUNCH_JOB_DIR ANYLAUNCH_ATTEMPT", *per_job])
+        )
         if any(split.value is not None for split in job.splits):
             out.append("export SPLIT_VALUE")
         out.append('mkdir -p "$ANYLAUNCH_JOB_DIR/logs"')

@@ -83,3 +83,29 @@ def parse(text: str, *, node: int | None = None, source: str = "log") -> list[Lo
                 LogLine(line.strip(), lineno, found["node"], found["rank"], found["local"], source)
             )
     return out
+
+
+# The line that opens a later attempt's part of a node's log, when one log holds every
+# attempt of a job (a local job's node logs, a Lepton job's joined logs, a Slurm job's
+# files): `--- anylaunch: attempt 2 ...`.
+ATTEMPT_MARK = "--- anylaunch: attempt"
+_MARK = re.compile(r"^(?:\[node \d+\] ?)?--- anylaunch: attempt (\d+)\b")
+
+
+def attempt_mark(number: int, note: str = "") -> str:
+    return f"{ATTEMPT_MARK} {number}{f' ({note})' if note else ''} ---"
+
+
+def attempt_lines(lines: list[str], number: int, first: int = 1) -> list[str]:
+    """The lines of attempt `number` in a log that holds a job's attempts from `first`
+    on, each later one opened by its mark."""
+    out: list[str] = []
+    current = first
+    for line in lines:
+        match = _MARK.match(line)
+        if match:
+            current = int(match.group(1))
+            continue
+        if current == number:
+            out.append(line)
+    return out
