@@ -43,7 +43,7 @@ def script_of(tmp_path, text: str, env: dict[str, str] | None = None) -> str:
 
 def task_part(script: str) -> str:
     """The heredoc that every task runs (between `<<'TAG'` and TAG)."""
-    tag = re.search(r"<<'(\w+)'", script).group(1)
+    tag = re.search(r"ANYLAUNCH_TASK <<'(\w+)'", script).group(1)
     return script.split(f"<<'{tag}' || true\n", 1)[1].split(f"\n{tag}\n", 1)[0]
 
 
@@ -211,7 +211,14 @@ def test_time_limit_brings_early_signal_deadline_and_requeue(tmp_path):
     script = script_of(tmp_path, 'command: t\nslurm:\n  time: "02:00:00"\n  signal_lead: "05:00"\n')
     assert "#SBATCH --signal=B:USR1@300" in script and "#SBATCH --requeue" in script
     assert "export ANYLAUNCH_DEADLINE=$(( $(date +%s) + 7200 ))" in script
-    assert 'kill -USR1 "$srun_pid"' in script and "trap '' USR1" in task_part(script)
+    # The ranks start with USR1 as the default (a framework may install its handler); the
+    # batch shell passes it on to those that handle it, never to the whole step.
+    task = task_part(script)
+    assert "trap" not in task and "export ANYLAUNCH_IN_STEP=1" in task
+    assert "trap forward_signal USR1" in script and 'kill -USR1 "$srun_pid"' not in script
+    assert re.search(
+        r"srun --overlap .*anylaunch_job.pyz\" signal \"\$ANYLAUNCH_JOB_ID\" USR1", script
+    )
     untimed = script_of(tmp_path, "command: t\nslurm:\n  requeue: false\n")
     assert "--signal" not in untimed and "ANYLAUNCH_DEADLINE" not in untimed
     assert "#SBATCH --no-requeue" in untimed

@@ -232,11 +232,22 @@ def setup(job: Job) -> list[str]:
     folder = checkpoint.checkpoint_dir(spec)
     if spec.notify:
         out.append("anylaunch_started=$(date +%s)  # for the duration that notify: reports")
-    if job.staging or folder or spec.watchdog is not None:
-        first = "resume" if folder else "stage-in" if job.staging else "watchdog"
+    # The in-job runtime's steps this job runs, the first named in the error without python.
+    steps = [
+        name
+        for name, needed in (
+            ("resume", folder),
+            ("stage-in", job.staging),
+            ("watchdog", spec.watchdog is not None),
+            ("signal", s.time and s.signal),
+        )
+        if needed
+    ]
+    if steps:
+        first = steps[0]
         out += [
             "",
-            "# The in-job runtime (resume, staging), carried in this script.",
+            f"# The in-job runtime ({', '.join(steps)}), carried in this script.",
             runtime.write_shell(RUNTIME_WORD, None, first, job.stage_python),
         ]
     elif spec.notify:
@@ -335,11 +346,11 @@ def task_body(job: Job) -> list[str]:
     ]
     if s.time and s.signal:
         lines.append(
-            f"# {s.signal} before the time limit reaches every process of the step: ignored"
-            " unless a rank installs a handler, so torchrun and ranks that do not checkpoint"
-            " keep running until the limit."
+            f"# {s.signal} before the time limit goes only to the processes here that handle"
+            " it (see launch()); nothing here ignores it, so a rank starts with the default"
+            " and a framework can install its own handler."
         )
-        lines.append(f"trap '' {s.signal}")
+        lines.append(f"export {live.IN_STEP}=1")
     lines += [
         'if [ "$SLURM_PROCID" = 0 ] && (exec 3<>"/dev/tcp/127.0.0.1/$MASTER_PORT") 2>/dev/null; then',
         '  echo "anylaunch: MASTER_PORT $MASTER_PORT is already in use on $SLURMD_NODENAME'
@@ -415,12 +426,7 @@ def launch(job: Job) -> list[str]:
         *_start_waiter(words(srun) + ' bash -c "$ANYLAUNCH_TASK"', s.signal if s.time else None),
     ]
     if s.time and s.signal:
-        out.append(
-            f"trap 'echo \"anylaunch: {s.signal} {s.signal_lead}s before the time limit;"
-            f' forwarding it to the ranks"; [ -z "$srun_pid" ] || kill -{s.signal} "$srun_pid"\''
-            f" {s.signal}"
-        )
-        out.append(f'if [ "$early_signal" = 1 ]; then kill -{s.signal} "$$"; fi')
+        out += _forward_signal(job)
     out += _watchdog(job)
     out += [
         "# srun's exit status: a read that a trapped signal interrupts is read again.",
@@ -471,6 +477,34 @@ def _notify(job: Job) -> list[str]:
     return [
         "# notify: the job announces its own end; its failure never changes the job's.",
         f"[ -f {RUNTIME_WORD} ] && {words(argv)} || true",
+    ]
+
+
+def _forward_signal(job: Job) -> list[str]:
+    """The batch shell's trap for the early signal (sent to it alone: `--signal=B:`).
+
+    A step on every node passes the signal to each of the program's processes that
+    handles it, and to no other (the runtime's `signal`). Sending it to the whole step
+    (`kill srun`, or `--signal` without `B:`) would kill torchrun and every rank that has
+    no handler, since a signal's default action is to end the process; ignoring it in
+    the step instead, as a shell's `trap ''` does, is inherited by every rank, and
+    Lightning's SLURMEnvironment then counts the ignored signal as a handler already
+    there and does not install its requeue handler.
+    """
+    s = job.section
+    step: list[Word] = [
+        "srun", "--overlap", f"--nodes={job.nodes}", f"--ntasks={job.nodes}",
+        "--ntasks-per-node=1", "--quiet", job.stage_python, *runtime.FLAGS, Sh(RUNTIME_WORD),
+        "signal", var("ANYLAUNCH_JOB_ID"), str(s.signal),
+    ]  # fmt: skip
+    say = (
+        f'echo "anylaunch: {s.signal} {s.signal_lead}s before the time limit; passing it'
+        ' to the ranks that handle it"'
+    )
+    return [
+        f"forward_signal() {{ {say}; {words(step)}; }}",
+        f"trap forward_signal {s.signal}",
+        'if [ "$early_signal" = 1 ]; then forward_signal; fi',
     ]
 
 

@@ -386,9 +386,54 @@ def pipe(host: str, port: int) -> int:
     return 0
 
 
+# Exported by every task of a job's program step (not by the batch shell, not by srun):
+# the processes a forwarded signal may reach are among those that have it.
+IN_STEP = "ANYLAUNCH_IN_STEP"
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler of its own for `signum` (SigCgt in
+    /proc/PID/status): one that ignores it, or was never told of it, does not."""
+    with open("/proc/%d/status" % pid) as handle:
+        for line in handle:
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+def forward(job_id: str, name: str, host: str | None = None) -> list[int]:
+    """Send signal `name` to each process of the job's program on this node that handles
+    it, and to none that does not: a rank that never asked for it is neither killed by
+    it nor made to ignore it (a framework such as Lightning installs its own handler only
+    over the default one). A handling process whose ancestor in the job also handles it
+    (a data loader's worker, forked with its rank's handlers) is left to that ancestor,
+    as a signal sent to each task would reach each rank once. The pids signalled."""
+    signum = int(getattr(signal, "SIG" + name))
+    procs = [p for p in job_processes(job_id, host) if p.env.get(IN_STEP) == "1"]
+    handling: dict[int, Proc] = {}
+    for proc in procs:
+        with contextlib.suppress(OSError, ValueError):
+            if catches(proc.pid, signum):
+                handling[proc.pid] = proc
+    by_pid = {p.pid: p for p in procs}
+    sent = []
+    for proc in sorted(handling.values(), key=lambda p: p.pid):
+        parent, covered = by_pid.get(proc.ppid), False
+        while parent is not None and not covered:
+            covered = parent.pid in handling
+            parent = by_pid.get(parent.ppid)
+        if covered:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signum)
+            sent.append(proc.pid)
+    return sent
+
+
 def main(argv: list[str]) -> int:
     """enter JOB NODE [-- CMD...] | pipe HOST PORT | stack JOB [--node N] [--py-spy P] [--secret NAME]...
-    [--secret-pattern RE] | watch --idle S --pid P --log FILE --logs FILE... -- COLLECT..."""
+    [--secret-pattern RE] | watch --idle S --pid P --log FILE --logs FILE... -- COLLECT...
+    | signal JOB NAME"""
     import argparse
 
     here = os.environ.get("SLURMD_NODENAME")
@@ -410,6 +455,12 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(argv[1:])
         found = stacks(args.job, args.node, args.py_spy, args.secret, args.secret_pattern, here)
         sys.stdout.write(json.dumps({"host": socket.gethostname(), "ranks": found}) + "\n")
+        return 0
+    if argv[:1] == ["signal"] and len(argv) == 3 and hasattr(signal, "SIG" + argv[2]):
+        sent = forward(argv[1], argv[2], here)
+        where = here or socket.gethostname()
+        pids = ", ".join(map(str, sent)) if sent else "none: no rank here handles it"
+        sys.stdout.write("anylaunch: %s on %s went to %s\n" % (argv[2], where, pids))
         return 0
     if argv[:1] == ["pipe"] and len(argv) == 3 and argv[2].isdigit():
         return pipe(argv[1], int(argv[2]))

@@ -3,7 +3,7 @@
     python3 -I -S anylaunch_job.pyz stage in|out MANIFEST   # S3 staging through the cache
     python3 -I -S anylaunch_job.pyz newest DIR               # the checkpoint to resume from
     python3 -I -S anylaunch_job.pyz fill-recipe FILE DEFAULT # restore_from.path in a recipe
-    python3 -I -S anylaunch_job.pyz enter|stack|watch|pipe ... # a live job (see live.py)
+    python3 -I -S anylaunch_job.pyz enter|stack|watch|pipe|signal ... # a live job (see live.py)
     python3 -I -S anylaunch_job.pyz notify ...               # the job's end announced (notify.py)
 
 Staging's modules are imported only when a staging step runs: `newest` and
@@ -19,7 +19,7 @@ from .checkpoint import fill_recipe, newest_checkpoint
 
 USAGE = (
     "usage: anylaunch_job.pyz stage in|out MANIFEST | newest DIR | fill-recipe FILE DEFAULT"
-    " | enter|stack|watch|pipe ... | notify ..."
+    " | enter|stack|watch|pipe|signal ... | notify ..."
 )
 
 
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["fill-recipe"] and len(argv) == 3:
         fill_recipe(argv[1], argv[2])
         return 0
-    if argv[:1] in (["enter"], ["stack"], ["watch"], ["pipe"]):
+    if argv[:1] in (["enter"], ["stack"], ["watch"], ["pipe"], ["signal"]):
         from .live import main as live
 
         return live(argv)
