@@ -150,3 +150,28 @@ def test_job_page_lists_nsys_reports_and_serves_only_those(tmp_path: Path, ui_ki
         assert httpx.get(f"{server.base}/jobs/prof0001/reports/1").status_code == 404
     finally:
         ui_kit.stop(server)
+
+
+def test_job_page_shows_every_attempt_with_its_diagnosis_and_why_the_next_was_made(
+    tmp_path: Path, ui_kit
+):
+    import httpx
+
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord, Store
+
+    store = Store(tmp_path / "home")
+    store.add(JobRecord(id="again001", name="r", backend="local", state=State.RUNNING, job_dir="x"))
+    diagnosis = {"code": "NCCL_TIMEOUT", "node": None}
+    why = "NCCL_TIMEOUT is retried (retry.on: the retryable classes): attempt 2 of 3"
+    store.end_attempt("again001", 1, diagnosis=diagnosis, next_reason=why, state=State.FAILED)
+    assert store.begin_attempt("again001", 2, {}, avoided=[], detail="attempt 2")
+    store.transition("again001", State.SUCCEEDED, exit_code=0)
+    server = ui_kit.start(tmp_path / "home")
+    try:
+        page = httpx.get(f"{server.base}/jobs/again001").text
+        attempts = page.split("<h2>Attempts</h2>", 1)[1].split("</table>", 1)[0]
+        assert "NCCL_TIMEOUT" in attempts and "attempt 2 of 3" in attempts
+        assert attempts.count("<tr><td>") == 2 and "st-SUCCEEDED" in attempts
+    finally:
+        ui_kit.stop(server)

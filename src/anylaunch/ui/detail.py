@@ -45,6 +45,9 @@ class JobPage:
     plan_files: dict[str, str]
     reports: list[str]
     diagnosis: dict[str, Any] | None
+    # Every attempt (`Attempt.to_json`), shown when there was more than one or one was
+    # diagnosed: how each ended and why the next was made.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
     secret_names: dict[str, str | None] = field(default_factory=dict)
     problem: str | None = None
 
@@ -71,6 +74,9 @@ def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
     diagnosis = None
     if record.state.terminal and record.state is not State.SUCCEEDED:
         diagnosis = masker.data(job.diagnose().to_json(job.id), names)
+    attempts = masker.data([a.to_json() for a in job.attempts()], names)
+    if len(attempts) < 2 and not any(a["diagnosis"] or a["avoided"] for a in attempts):
+        attempts = []
     plan = dict(record.plan)
     files = plan.pop("files", {}) or {}
     return JobPage(
@@ -84,6 +90,7 @@ def job_page(store: Store, job_id: str, masker: Masker) -> JobPage:
         plan_files={k: masker.text(v, names) for k, v in files.items()},
         reports=profile_reports(record),
         diagnosis=diagnosis,
+        attempts=attempts,
         secret_names=names,
         problem=masker.text(problem, names) if problem else None,
     )

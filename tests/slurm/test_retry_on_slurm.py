@@ -1,0 +1,34 @@
+"""A job's retry policy on the devstack Slurm cluster: an attempt that dies of an NCCL
+watchdog timeout is diagnosed from its own log and followed by attempt 2, sent as a new
+Slurm job with the same anylaunch id and run key, which succeeds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
+
+
+def test_an_nccl_timeout_on_slurm_is_retried_and_the_job_succeeds(
+    cli, write, slurm_conf, leave_no_job_behind
+):
+    path = write(
+        f"""
+        name: flaky-on-slurm
+        launcher: none
+        command: [{sys.executable}, {PROGRAMS / "flaky.py"}]
+        env: {{FAIL_AS: nccl}}
+        retry: {{max_attempts: 2, backoff: 0}}
+        slurm: {{nodes: 1}}
+        """
+    )
+    result = cli("run", str(path), "--json", timeout=300)
+    job = result.json()
+    status = cli("status", job["id"], "--json").json()
+    assert (result.rc, job["state"], job["attempt"]) == (0, "SUCCEEDED", 2), status
+    first, second = status["attempts"]
+    assert first["diagnosis"]["code"] == "NCCL_TIMEOUT" and first["state"] == "FAILED"
+    assert second["state"] == "SUCCEEDED" and first["native_id"] != second["native_id"]
+    logs = cli("logs", job["id"]).out
+    assert f"attempt=2 run_key={job['id']}" in logs, logs
