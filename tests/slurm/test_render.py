@@ -460,3 +460,41 @@ def test_array_index_lists_write_runs_as_ranges_and_keep_every_id():
         first, _, last = part.partition("-")
         expanded += range(int(first), int(last or first) + 1)
     assert expanded == ids
+
+
+def test_a_retry_policy_that_retries_a_time_limit_makes_the_job_requeue_itself(tmp_path):
+    timed = 'command: t\nslurm:\n  time: "00:30:00"\n'
+    script = script_of(tmp_path, timed + "retry: {max_attempts: 3}\n")
+    assert '[ "$ANYLAUNCH_ATTEMPT" -lt 3 ] || return 0' in script
+    assert 'scontrol requeue "$SLURM_JOB_ID"' in script and "continue_job;" in script
+    assert '"$ANYLAUNCH_JOB_DIR/attempts.jsonl"' in script
+    # Not without a policy, nor with one that does not retry a time limit.
+    for text in (timed, timed + "retry: {max_attempts: 3, on: [NCCL_TIMEOUT]}\n"):
+        assert "scontrol requeue" not in script_of(tmp_path, text)
+
+
+def test_the_attempts_a_job_records_of_itself_are_read_as_untrusted_input(tmp_path):
+    from anylaunch.backends.slurm import continuation
+    from anylaunch.observe.diagnose.classes import BY_CODE
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord
+
+    (tmp_path / "attempts.jsonl").write_text(
+        '{"attempt": 1, "started_at": 10, "nodes": ["n1"]}\n'
+        "not json\n"
+        '{"attempt": true}\n{"attempt": 999}\n["attempt", 1]\n'
+        '{"attempt": 1, "ended_at": 70, "state": "TIMEOUT", "diagnosis": {"code": "TIME_LIMIT"},'
+        ' "next": "TIME_LIMIT is retried: attempt 2 of 3"}\n'
+        '{"attempt": 2, "started_at": 200, "state": "BOGUS", "diagnosis": {"code": "rm -rf"},'
+        ' "nodes": "n2"}\n'
+    )
+    job = JobRecord(id="j", name="n", backend="slurm", state=State.RUNNING, job_dir=str(tmp_path))
+    first, second = continuation.read(job)
+    assert first == {
+        "attempt": 1, "started_at": 10, "nodes": ["n1"], "ended_at": 70, "state": State.TIMEOUT,
+        "diagnosis": {"code": "TIME_LIMIT", "err_class": "ERR_PROGRAM", "retryable": True,
+                      "cause": BY_CODE["TIME_LIMIT"].cause,
+                      "suggestion": BY_CODE["TIME_LIMIT"].suggestion, "node": None},
+        "next": "TIME_LIMIT is retried: attempt 2 of 3",
+    }  # fmt: skip
+    assert second == {"attempt": 2, "started_at": 200}

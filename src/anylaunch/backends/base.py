@@ -48,9 +48,10 @@ class Capabilities:
     # The job can run from a snapshot of a folder of this machine (`snapshot:`, see
     # `Plan.snapshot`); a backend that runs only what its image holds cannot.
     snapshot: bool = False
-    # The job decides its next attempt itself, from inside its allocation (a Slurm job
-    # requeues itself): no process of ours has to outlive the command that submitted it.
-    # Elsewhere a job's retry policy is carried out by a controller on this host.
+    # A job continues itself past a time limit, from inside its allocation (a Slurm job
+    # requeues itself): its controller on this host is started only when an attempt
+    # ends otherwise, by the command that sees it end. Elsewhere a job with a retry
+    # policy gets its controller when it is sent.
     continues_in_job: bool = False
     # The next attempt can be kept off named nodes (Slurm: --exclude; Lepton: the node
     # group's other nodes); elsewhere a failure attributed to a node is only noted.

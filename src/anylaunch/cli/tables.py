@@ -101,7 +101,8 @@ def attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
     one was made."""
     out = []
     for a in attempts:
-        state = a.get("state") or "running"
+        # Ended without a word on how (a run Slurm requeued itself, after a node failure).
+        state = a.get("state") or ("running" if a.get("ended_at") is None else "ended, UNKNOWN how")
         code = f" (exit {a['exit_code']})" if a.get("exit_code") is not None else ""
         where = f" on {', '.join(a['nodes'])}" if a.get("nodes") else ""
         diagnosis = a.get("diagnosis") or {}

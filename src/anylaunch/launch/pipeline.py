@@ -300,7 +300,7 @@ def send(batch: Batch, store: Store, max_parallel: int = 8) -> None:
         _send(batch, store, max_parallel)
     finally:
         for record in batch.records:
-            if record.native_id is not None and retries.kept(record, batch.impl):
+            if record.native_id is not None and retries.at_send(record, batch.impl):
                 retries.ensure(store.get(record.id), store)
 
 

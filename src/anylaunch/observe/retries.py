@@ -1,10 +1,10 @@
 """A job's retry policy carried out on this host: which jobs a controller keeps, what a
 poll does when one of their attempts ends, and starting the controller.
 
-A job with `retry: {max_attempts: N > 1}` on a backend whose jobs do not continue
-themselves (local, Lepton, SkyPilot: `Capabilities.continues_in_job` is Slurm's) has a
-controller: a detached process (`python -m anylaunch.launch.controller JOB`) that holds
-the job in the store, and at the end of each attempt diagnoses it, records the
+A job with `retry: {max_attempts: N > 1}` has a controller (started when the job is
+sent; on a backend whose jobs continue themselves past a time limit, Slurm's
+`Capabilities.continues_in_job`, only once an attempt ends otherwise): a detached
+process (`python -m anylaunch.launch.controller JOB`) that holds the job in the store, and at the end of each attempt diagnoses it, records the
 diagnosis, and either makes the next attempt or ends the job. A poll by any other
 process that sees an attempt end records that end on the attempt, never on the job (the
 job's end is the controller's to decide), and starts the controller if none is alive:
@@ -36,15 +36,17 @@ def policy(record: JobRecord) -> dict[str, Any]:
 
 def kept(record: JobRecord, impl: Backend) -> bool:
     """Whether a controller on this host decides how the job's attempts end: it has a
-    retry policy of more than one attempt, its backend's jobs do not continue themselves,
-    and nobody asked to cancel it (a cancel ends it at once)."""
+    retry policy of more than one attempt, and nobody asked to cancel it (a cancel ends
+    it at once). `impl` is the job's backend."""
     most = policy(record).get("max_attempts", 1)
-    return (
-        isinstance(most, int)
-        and most > 1
-        and not impl.capabilities.continues_in_job
-        and not record.cancel_requested_at
-    )
+    return isinstance(most, int) and most > 1 and not record.cancel_requested_at
+
+
+def at_send(record: JobRecord, impl: Backend) -> bool:
+    """Whether the job's controller starts when the job is sent: unless its backend's
+    jobs continue themselves past a time limit (then the command that sees an attempt
+    end otherwise starts it), so nothing of ours waits on the submitting host."""
+    return kept(record, impl) and not impl.capabilities.continues_in_job
 
 
 def ended_detail(number: int, state: str, exit_code: int | None) -> str:

@@ -36,7 +36,7 @@ from anylaunch.backends.base import (
     Submitted,
 )
 from anylaunch.backends.plan import Plan
-from anylaunch.backends.slurm import cluster, states
+from anylaunch.backends.slurm import cluster, continuation, states
 from anylaunch.backends.slurm import plan as slurm_plan
 from anylaunch.backends.slurm.config import SlurmSection
 from anylaunch.backends.slurm.login import Login
@@ -68,7 +68,10 @@ class SlurmBackend(Backend):
     section: ClassVar[type[BaseModel] | None] = SlurmSection
     # srun starts one task per rank itself: only Slurm has it.
     capabilities: ClassVar[Capabilities] = Capabilities(
-        launchers=frozenset({"torchrun", "srun", "none"}), watchdog=True, snapshot=True
+        launchers=frozenset({"torchrun", "srun", "none"}),
+        watchdog=True,
+        snapshot=True,
+        continues_in_job=True,
     )
 
     # -- rendering ------------------------------------------------------------------------
@@ -527,7 +530,11 @@ def _observe(row: parse.Row, job: JobRecord) -> Observation:
     requeue = bool(job.meta.get("requeue", True))
     state = states.to_state(row.state, requeue=requeue)
     exit_code = row.exit_code if state.terminal else None
-    return Observation(state, exit_code, states.detail(row.state, row.reason, requeue=requeue))
+    retry = job.spec.get("retry") if isinstance(job.spec, dict) else None
+    # A job that may continue itself records its attempts in its folder.
+    attempts = continuation.read(job) if isinstance(retry, dict) else ()
+    detail = states.detail(row.state, row.reason, requeue=requeue)
+    return Observation(state, exit_code, detail, attempts=attempts)
 
 
 def _workdir(spec: JobSpec) -> str:

@@ -14,7 +14,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from anylaunch.backends.slurm import gres
+from anylaunch.backends.slurm import continuation, gres
 from anylaunch.backends.slurm.config import SlurmSection, duration_seconds
 from anylaunch.jobfile.mounts import Mount
 from anylaunch.jobfile.secrets import name_pattern
@@ -258,6 +258,8 @@ def setup(job: Job) -> list[str]:
             runtime.write_shell(RUNTIME_WORD, None, "notify", job.stage_python, needed=False),
         ]
     out += ["", *_resume(job)]
+    if continuation.max_attempts(spec):
+        out += continuation.start_lines()
     if job.staging:
         # Inputs land once on the shared filesystem (the cache, or the job's directory)
         # before any task starts; every node then reads them in place.
@@ -441,6 +443,8 @@ def launch(job: Job) -> list[str]:
             f'wait "$watch_pid"; [ "$?" = {live.EXIT_HUNG} ] && rc={live.EXIT_HUNG}'
             "  # stopped by the watchdog"
         )
+    if continuation.max_attempts(job.spec):
+        out += continuation.end_lines()
     if job.staging and job.spec.outputs:
         out += [
             "# Stage-out: outputs to S3, after failures too; its failure fails a successful job.",
@@ -501,6 +505,14 @@ def _forward_signal(job: Job) -> list[str]:
         f'echo "anylaunch: {s.signal} {s.signal_lead}s before the time limit; passing it'
         ' to the ranks that handle it"'
     )
+    most = continuation.max_attempts(job.spec)
+    if most:  # the job continues itself after the limit (continuation.py)
+        return [
+            *continuation.continue_lines(most),
+            f"forward_signal() {{ {say}; continue_job; {words(step)}; }}",
+            f"trap forward_signal {s.signal}",
+            'if [ "$early_signal" = 1 ]; then forward_signal; fi',
+        ]
     return [
         f"forward_signal() {{ {say}; {words(step)}; }}",
         f"trap forward_signal {s.signal}",

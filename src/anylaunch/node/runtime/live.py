@@ -386,6 +386,8 @@ def pipe(host: str, port: int) -> int:
     return 0
 
 
+# The early signal is passed on no later than this long before the time limit.
+SIGNAL_MARGIN_S = 2
 # Exported by every task of a job's program step (not by the batch shell, not by srun):
 # the processes a forwarded signal may reach are among those that have it.
 IN_STEP = "ANYLAUNCH_IN_STEP"
@@ -457,7 +459,13 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(json.dumps({"host": socket.gethostname(), "ranks": found}) + "\n")
         return 0
     if argv[:1] == ["signal"] and len(argv) == 3 and hasattr(signal, "SIG" + argv[2]):
+        # Slurm may send it while the ranks are still starting (on a short limit, as soon
+        # as the job runs): until one handles it, look again, up to just before the kill.
+        deadline = float(os.environ.get("ANYLAUNCH_DEADLINE") or 0) - SIGNAL_MARGIN_S
         sent = forward(argv[1], argv[2], here)
+        while not sent and time.time() < deadline:
+            time.sleep(0.5)
+            sent = forward(argv[1], argv[2], here)
         where = here or socket.gethostname()
         pids = ", ".join(map(str, sent)) if sent else "none: no rank here handles it"
         sys.stdout.write("anylaunch: %s on %s went to %s\n" % (argv[2], where, pids))
