@@ -46,7 +46,7 @@ def test_an_nccl_watchdog_timeout_is_retried_and_the_job_succeeds_on_attempt_2(c
         f"""
         name: nccl-retry
         command: python {PROGRAMS / "nccl_watchdog.py"}
-        gpus_per_node: 2
+        ranks_per_node: 2
         retry: {{max_attempts: 3, backoff: 1s}}
         """
     )

@@ -124,8 +124,16 @@ def test_secrets_reach_neither_plan_nor_store(cli_inproc, write, sky_home, home)
     assert result.rc == 0, result.err
     task = result.json()["plan"]["payload"]["task"]
     assert task["secrets"] == {"HF_TOKEN": None, "WANDB_API_KEY": None}
-    # The dry-run shows the task that is sent, its attempt number included.
-    assert task["envs"] == {"MODE": "fast", "ANYLAUNCH_ATTEMPT": "1"}
+    # The dry-run shows the task that is sent, its attempt number and run key included
+    # (the key is the job's id, as W&B's run id unless the user set one).
+    key = task["envs"]["ANYLAUNCH_RUN_KEY"]
+    assert task["envs"] == {
+        "MODE": "fast",
+        "ANYLAUNCH_ATTEMPT": "1",
+        "ANYLAUNCH_RUN_KEY": key,
+        "WANDB_RUN_ID": key,
+        "WANDB_RESUME": "allow",
+    }
     assert "do_not_leak" not in result.out
     spec = loader.load(path, environ=secrets)
     assert "do_not_leak" not in json.dumps(spec.redacted())
