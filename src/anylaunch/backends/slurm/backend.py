@@ -17,6 +17,7 @@ import os
 import posixpath
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -72,6 +73,7 @@ class SlurmBackend(Backend):
         watchdog=True,
         snapshot=True,
         continues_in_job=True,
+        avoids_nodes=True,
     )
 
     # -- rendering ------------------------------------------------------------------------
@@ -119,6 +121,28 @@ class SlurmBackend(Backend):
             if snapshot:
                 values["workdir"] = f"{job_dir}/snapshot"
         return PlanContext(job_id=job_id, job_dir=job_dir, values=values)
+
+    def keep_off(self, spec: JobSpec, ctx: PlanContext, hosts: Sequence[str]) -> PlanContext:
+        """The next attempt asks sbatch for nodes other than `hosts` (`--exclude`)."""
+        return replace(ctx, values={**ctx.values, "exclude": list(hosts)})
+
+    def hosts(self, job: JobRecord) -> list[str]:
+        """The nodes the job's current Slurm job ran on, node 0 first (the order of
+        SLURM_NODEID), from accounting; none when Slurm does not say."""
+        from anylaunch.backends.slurm import commands
+
+        if not job.native_id:
+            return []
+        via = cluster.login_in(job.plan.get("payload", {}))
+        argv = ["sacct", "-j", job.native_id, "-X", "-n", "-P", "-o", "NodeList"]
+        try:
+            listed = commands.run(argv, check=False, via=via).stdout.split()
+            if not listed or listed[-1] in {"None", "(null)"}:
+                return []
+            proc = commands.run(["scontrol", "show", "hostnames", listed[-1]], via=via)
+        except BackendError:  # unanswered: the failure is pinned on no node
+            return []
+        return proc.stdout.split()
 
     def plan(self, spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
         return slurm_plan.render(spec, ctx)

@@ -70,6 +70,7 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[SlurmPayload]:
         # The staging step runs the in-job runtime: any python3 on the node will do.
         stage_python=section.python or "python3",
         py_spy=ctx.values.get("py_spy"),
+        exclude=list(ctx.values.get("exclude", [])),
     )
     # sbatch opens --output before the script runs; an array's tasks then move their
     # output into their own job directory (see script.setup).

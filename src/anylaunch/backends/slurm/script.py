@@ -68,6 +68,7 @@ class Job:
     staging: str | None = None  # the staging manifest's path, when the job stages data
     stage_python: str = "python3"  # runs the in-job runtime (its standard library only)
     py_spy: str | None = None  # the submitting side's py-spy, for the watchdog's dumps
+    exclude: list[str] = field(default_factory=list)  # nodes where earlier attempts failed
 
     @property
     def launcher(self) -> str:
@@ -134,6 +135,8 @@ def sbatch_header(job: Job, output: str) -> list[str]:
         opts.append(("--cpus-per-task", str(s.cpus_per_task)))
     if s.exclusive:
         opts.append(("--exclusive", None))
+    if job.exclude:
+        opts.append(("--exclude", ",".join(job.exclude)))
     if job.splits:
         spec = array_ids([split.split_id for split in job.splits])
         if s.array_parallelism:
