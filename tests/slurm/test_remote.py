@@ -456,3 +456,20 @@ def test_exec_and_forward_reach_a_remote_jobs_nodes_through_the_login_node(
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
+
+
+def test_the_attempts_a_remote_job_records_of_itself_reach_status(cli, cluster, tmp_path):
+    """A job that may continue itself past its time limit writes each run into its folder
+    on the cluster; a poll brings that record back, so status says where the run was."""
+    folder = project(tmp_path, {"hello.py": "print('hello')\n"})
+    path = job(
+        folder,
+        "name: self-recorded\nlauncher: none\ncommand: [python3, hello.py]\n"
+        "retry: {max_attempts: 3}",
+        cluster.alias,
+        slurm="time: '00:05:00'\nsignal_lead: 30",
+    )
+    done = cli("run", str(path), "--json", cwd=folder, timeout=240)
+    assert done.rc == 0, done.err
+    (first,) = cli("status", done.json()["id"], "--json", cwd=folder).json()["attempts"]
+    assert first["state"] == "SUCCEEDED" and first["nodes"] in (["n1"], ["n2"]), first

@@ -13,6 +13,7 @@ login, so jobs of several clusters are polled together, one round trip per clust
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import time
@@ -432,7 +433,25 @@ def _poll_cluster(
             acct = commands.sacct(forgotten, timeout=max(0.5, wait), via=via)
         except BackendError:
             acct = {}
+    if via is not None and silent is None:
+        _mirror_attempts(jobs, via)
     return observe(jobs, queue, acct), silent
+
+
+def _mirror_attempts(jobs: Sequence[JobRecord], via: Login) -> None:
+    """Bring the local copies of the attempts that remote jobs record of themselves
+    (`continuation.FILE`, appended to by each run) up to date, one round trip for all;
+    unanswered, the next poll asks again."""
+    from anylaunch.backends.slurm import remote
+
+    pairs = []
+    for job in jobs:
+        run_dir = job.plan.get("payload", {}).get("run_dir", "")
+        if run_dir and job.native_id and isinstance(job.spec.get("retry"), dict):
+            own = posixpath.join(posixpath.dirname(run_dir), job.id)
+            pairs.append((f"{own}/{continuation.FILE}", Path(job.job_dir) / continuation.FILE))
+    with contextlib.suppress(BackendError):
+        remote.read_logs(via, pairs)
 
 
 def _submitted(proc: Any, where: str = "") -> str:
