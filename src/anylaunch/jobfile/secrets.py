@@ -18,6 +18,8 @@ from typing import Any
 # PGPASSWORD, MYAPIKEY); short ones only as a whole part between underscores or ends, so
 # OPENAI_KEY, SSH_KEY, DB_PASS, MYSQL_PWD and BASIC_AUTH are secrets while
 # KEYBOARD_LAYOUT, MONKEY_PATCH, PASSES, PWD, GIT_AUTHOR_NAME and COMPASS_DIR are not.
+# ANYLAUNCH_RUN_KEY, which anylaunch sets to the job's id for experiment trackers, is
+# an ordinary value: masking it would hide the job's id in every log.
 # README.md lists the same rule: change both together.
 _PART = r"(?<![A-Z0-9])(?:{})(?![A-Z0-9])"
 _SECRET_NAME = re.compile(
@@ -25,7 +27,8 @@ _SECRET_NAME = re.compile(
         [
             r"TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY",
             r"CLOUD_METADATA",
-            _PART.format(r"KEYS?|PASS|CREDS|AUTH|AUTHORIZATION|COOKIE"),
+            r"(?<!^ANYLAUNCH_RUN_)" + _PART.format(r"KEYS?"),
+            _PART.format(r"PASS|CREDS|AUTH|AUTHORIZATION|COOKIE"),
             r"(?<=[A-Z0-9]_)PWD(?![A-Z0-9])",  # MYSQL_PWD; never PWD, the working directory
         ]
     ),
