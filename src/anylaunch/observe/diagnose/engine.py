@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anylaunch.observe.diagnose import hang, rules, signals, teardown
-from anylaunch.observe.diagnose.classes import BY_CODE, PRECEDENCE
-from anylaunch.observe.diagnose.lines import LogLine, is_warning, parse
+from anylaunch.observe.diagnose.classes import BY_CODE
+from anylaunch.observe.diagnose.findings import Finding, find
+from anylaunch.observe.diagnose.lines import LogLine, parse
 
 # Backend states that are the diagnosis by themselves.
 _STATE_VERDICT = {"TIMEOUT": "TIME_LIMIT", "PREEMPTED": "PREEMPTED", "CANCELLED": "CANCELLED"}
 MAX_EVIDENCE = 5
 MAX_RANKS = 64  # a hang's evidence: one line per rank, up to this many
 MAX_ENDS = 8  # a teardown failure's evidence: the ranks' last lines, up to this many
-_WARNING = 0  # the strength of anything said on a warning line
 WATCHDOG = "anylaunch hang watchdog (py-spy dump)"
 PROGRAM_END = "the training program (training over)"
 
@@ -64,38 +64,8 @@ class Diagnosis:
         }
 
 
-@dataclass(frozen=True)
-class Finding:
-    line: LogLine
-    code: str
-    strength: int
-    emitter: str
-    reading: signals.Reading | None = None  # set when only a signal/exit status spoke
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return (self.strength, PRECEDENCE[self.code])
-
-
 def diagnose_text(text: str, **kwargs: Any) -> Diagnosis:
     return diagnose_lines(parse(text), **kwargs)
-
-
-def find(line: LogLine) -> Finding | None:
-    """What one line says, if anything."""
-    rule = rules.classify(line.text)
-    reading = None
-    if rule is None or rule.strength == rules.WEAK:
-        reading = signals.read(line.text)
-    if reading is not None:
-        finding = Finding(line, reading.code, rules.WEAK, reading.meaning.source, reading)
-    elif rule is not None:
-        finding = Finding(line, rule.code, rule.strength, rule.source)
-    else:
-        return None
-    if is_warning(line.text):
-        return Finding(line, finding.code, _WARNING, finding.emitter, finding.reading)
-    return finding
 
 
 def diagnose_lines(

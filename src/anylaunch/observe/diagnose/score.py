@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from anylaunch.observe.diagnose import rules
-from anylaunch.observe.diagnose.engine import Diagnosis, diagnose_text, find
+from anylaunch.observe.diagnose.engine import Diagnosis, diagnose_text
+from anylaunch.observe.diagnose.findings import find
 from anylaunch.observe.diagnose.lines import parse
 from anylaunch.observe.diagnose.signals import MEANINGS
 

@@ -18,12 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from anylaunch.observe.diagnose.findings import Finding
 from anylaunch.observe.diagnose.lines import LogLine
-
-if TYPE_CHECKING:
-    from anylaunch.observe.diagnose.engine import Finding
 
 # What a training program or its framework prints when training is over (and never
 # before): a plain "training finished/complete/done", Hugging Face Trainer's final
