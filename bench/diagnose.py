@@ -44,7 +44,7 @@ def run() -> list[Row]:
 
 def long_log(lines: int = 50_000, rounds: int = 3) -> Row:
     """A long run's log: progress lines on every rank, the failure at the end."""
-    from anylaunch.observe.diagnose import diagnose_text
+    from anylaunch.observe.diagnose.engine import diagnose_text
 
     text = "\n".join(f"[rank{i % 8}]: step {i} loss 0.{i % 97} lr 3e-4" for i in range(lines))
     text += "\n[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."

@@ -29,7 +29,8 @@ def test_help_imports_no_heavy_module(spawns):
 )
 def test_commands_about_launched_jobs_import_no_job_file_models(args, home, spawns):
     """`ps` and `status` (of a job or a run) read the store and ask backends; they never
-    read a job file, so they never pay for pydantic or YAML."""
+    read a job file, so they never pay for pydantic or YAML; nor for the diagnosis rules
+    or an HTTP client when nothing is diagnosed or announced."""
     from anylaunch.state import State
     from anylaunch.store import JobRecord, Store
 
@@ -45,7 +46,8 @@ def test_commands_about_launched_jobs_import_no_job_file_models(args, home, spaw
         f"import sys; sys.argv = ['anylaunch', *{args!r}]\n"
         "from anylaunch.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('pydantic', 'yaml') if m in sys.modules))"
+        "print(sorted(m for m in ('pydantic', 'yaml', 'anylaunch.observe.diagnose.rules',"
+        " 'urllib.request') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stderr

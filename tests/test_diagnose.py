@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from anylaunch.observe.diagnose import diagnose_text
+from anylaunch.observe.diagnose.engine import diagnose_text
 
 # Real messages, as printed by PyTorch, NCCL, torchrun, Slurm, Pyxis/Enroot, Kubernetes,
 # the Linux kernel and cloud APIs (collected from public issues and forums).

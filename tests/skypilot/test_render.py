@@ -190,7 +190,7 @@ def test_every_skypilot_status_maps_and_recovering_is_not_terminal():
     assert not states.MANAGED_JOB["RECOVERING"].terminal
     failed = [s for s in ManagedJobStatus if s.is_failed()]
     assert all(states.MANAGED_JOB[s.value].value == "FAILED" for s in failed)
-    from anylaunch.observe.diagnose import diagnose_lines
+    from anylaunch.observe.diagnose.engine import diagnose_lines
 
     kinds = {
         diagnose_lines([], events=[states.detail(n)]).code

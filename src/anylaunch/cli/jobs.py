@@ -188,7 +188,7 @@ def diagnose(job_id: str | None, log_file: str | None, as_json: bool) -> None:
             "give a JOB or --log FILE — for example: anylaunch diagnose --log slurm-42.out"
         )
     if log_file is not None:
-        from anylaunch.observe.diagnose import diagnose_text
+        from anylaunch.observe.diagnose.engine import diagnose_text
 
         try:
             text = open(log_file, encoding="utf-8", errors="replace").read()  # noqa: SIM115

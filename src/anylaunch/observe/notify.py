@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from anylaunch.errors import AnylaunchError
 from anylaunch.jobfile.secrets import mask, secret_values
-from anylaunch.node.runtime import notify as wire
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 
 if TYPE_CHECKING:
-    from anylaunch.observe.diagnose import Diagnosis
+    from anylaunch.observe.diagnose.engine import Diagnosis
 
 # Tries in one go by a process that waits for nothing else (the supervisor at the job's
 # end); a command that polls tries once, and the store's backoff spaces its next tries.
@@ -60,6 +59,9 @@ def _announce(
     tries: int,
     by: str,
 ) -> None:
+    # The sender brings urllib and http.client: paid only when a job has something to say.
+    from anylaunch.node.runtime import notify as wire
+
     state = record.state.value
     secrets = secret_values(record.plan.get("secret_env", []))
     payload: dict[str, Any] | None = None

@@ -18,14 +18,12 @@ from anylaunch.backends.base import Backend, LogSource, Observation, get_backend
 from anylaunch.errors import AnylaunchError, UsageError
 from anylaunch.jobfile.secrets import secret_values
 from anylaunch.observe import logfile, notify, pending, reachability, retries
-from anylaunch.observe.diagnose import diagnose_lines
-from anylaunch.observe.diagnose.lines import attempt_lines, parse
 from anylaunch.observe.reachability import Unreachable
 from anylaunch.state import State
 from anylaunch.store import Attempt, JobRecord, Store, Update, busy_elsewhere, private
 
 if TYPE_CHECKING:
-    from anylaunch.observe.diagnose import Diagnosis
+    from anylaunch.observe.diagnose.engine import Diagnosis
 
 
 def reconcile(
@@ -343,6 +341,10 @@ class Job:
         and the logs of every node. With `attempt` (one of `attempts()`, ended): why that
         attempt ended, from its own part of the logs and its own end; `detail` is the
         backend's word for that end."""
+        # The rules compile hundreds of patterns: `ps` and `status` do not pay for them.
+        from anylaunch.observe.diagnose.engine import diagnose_lines
+        from anylaunch.observe.diagnose.lines import attempt_lines, parse
+
         record = self._reload()
         first = self.attempts()[0].number if attempt is not None else 1
         lines = []

@@ -48,7 +48,7 @@ def event_line(event: wire.Event) -> str:
 def diagnose(evidence: Evidence) -> Diagnosis:
     """The shared classifier's diagnosis from a Lepton job's state, events and logs."""
     from anylaunch.backends.lepton import states
-    from anylaunch.observe.diagnose import diagnose_lines
+    from anylaunch.observe.diagnose.engine import diagnose_lines
     from anylaunch.observe.diagnose.lines import parse
 
     lines = []

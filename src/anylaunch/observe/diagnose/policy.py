@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anylaunch.observe.diagnose.classes import BY_CODE, CAPACITY, CLASSES, INFRA
-from anylaunch.observe.diagnose.rules import NCCL_IB
 
 GROUPS = {
     "infra": frozenset(c.code for c in CLASSES if c.err_class in (INFRA, CAPACITY)),
@@ -32,7 +31,6 @@ NEVER = frozenset({"CANCELLED"})
 # rank and is the node's only when its own network device failed (NCCL's InfiniBand
 # transport names it).
 NODE_CLASSES = frozenset({"HARDWARE_GPU", "NODE_FAIL"})
-NODE_EMITTERS = (NCCL_IB,)
 MAX_BACKOFF_S = 3600.0
 
 
@@ -72,12 +70,13 @@ def backoff(policy: Mapping[str, Any], attempt: int) -> float:
 def blamed_node(diagnosis: Mapping[str, Any], hosts: Sequence[str]) -> str | None:
     """The host a failure is pinned on, when diagnosis pins it on one: the node whose
     log shows it (`first_failure.node`), named through `hosts` (node index -> host)."""
+    # Here, not at the top: a submit reads this policy and must not compile the rules.
+    from anylaunch.observe.diagnose.rules import NCCL_IB
+
     code = diagnosis.get("code")
     evidence = diagnosis.get("evidence") or []
     emitter = str(evidence[0].get("emitter") or "") if evidence else ""
-    if code not in NODE_CLASSES and not (
-        code == "NCCL_ERROR" and emitter.startswith(NODE_EMITTERS)
-    ):
+    if code not in NODE_CLASSES and not (code == "NCCL_ERROR" and emitter.startswith(NCCL_IB)):
         return None
     first = diagnosis.get("first_failure") or {}
     node = first.get("node")
