@@ -63,6 +63,8 @@ def wait_for(predicate, what: str, timeout: float = 240):
     pytest.fail(f"timed out waiting for {what}")
 
 
+# Minutes of SkyPilot provisioning on the devstack: with the other long rehearsals.
+@pytest.mark.slow
 def test_job_runs_is_cancelled_and_its_relaunch_resumes_from_the_checkpoint(
     skycli, cluster, tmp_path, home
 ):
