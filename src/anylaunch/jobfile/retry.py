@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from anylaunch.jobfile.yamlsrc import on_key
 from anylaunch.observe.diagnose import policy
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
@@ -49,11 +50,7 @@ class RetryPolicy(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _on_key(cls, data: Any) -> Any:
-        # YAML 1.1 reads the key `on` as the boolean true; launcher sections get it back
-        # as the text "true".
-        if isinstance(data, dict) and "true" in data and "on" not in data:
-            data = {("on" if k == "true" else k): v for k, v in data.items()}
-        return data
+        return on_key(data)
 
     @field_validator("backoff", "max_backoff", mode="before")
     @classmethod

@@ -41,6 +41,7 @@ from anylaunch.jobfile.limits import check_command
 from anylaunch.jobfile.mounts import Mount
 from anylaunch.jobfile.retry import RetryPolicy
 from anylaunch.jobfile.secrets import is_secret_name, masked_env
+from anylaunch.jobfile.yamlsrc import on_key
 from anylaunch.storage.uri import parse_s3, validate_location
 
 S3Location = Annotated[str, AfterValidator(lambda uri: str(parse_s3(uri)) and uri)]
@@ -221,10 +222,7 @@ class NotifyTarget(Strict):
     @model_validator(mode="before")
     @classmethod
     def _on_key(cls, data: Any) -> Any:
-        # YAML 1.1 reads the key `on` as the boolean true (written back as "true").
-        if isinstance(data, dict) and "true" in data and "on" not in data:
-            data = {("on" if k == "true" else k): v for k, v in data.items()}
-        return data
+        return on_key(data)
 
     @model_validator(mode="after")
     def _one_target(self) -> NotifyTarget:

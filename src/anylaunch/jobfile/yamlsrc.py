@@ -277,6 +277,14 @@ def text_keys(value: Any) -> Any:
     return value
 
 
+def on_key(data: Any) -> Any:
+    """A mapping whose key `on:` YAML 1.1 read as true (and `text_keys` wrote back as
+    "true") with `on` as its key again, for the models that have a field `on`."""
+    if isinstance(data, dict) and "true" in data and "on" not in data:
+        return {("on" if k == "true" else k): v for k, v in data.items()}
+    return data
+
+
 def _key_text(key: Any) -> str:
     if isinstance(key, bool):
         return "true" if key else "false"
