@@ -28,9 +28,13 @@ from anylaunch.store import Store
 pytestmark = pytest.mark.usefixtures("spawns")
 
 # srun's stand-in: writes its pid where the test looks, then ends with SRUN_EXIT after
-# SRUN_MICROS. In `checkpoint` mode it ends with 42 as soon as USR1 reaches it, as a
+# SRUN_MICROS. As the `--overlap` step the batch shell starts to pass on the early
+# signal, it sends USR1 to the main one, as that step does to the ranks that handle it. In `checkpoint` mode it ends with 42 as soon as USR1 reaches it, as a
 # program that checkpoints and exits would; otherwise it lets USR1 pass, as srun does.
 FAKE_SRUN = r"""#!/bin/bash
+case " $* " in *" --overlap "*)  # the step that passes the early signal to the ranks
+  kill -USR1 "$(cat "$SRUN_PID_FILE")" 2>/dev/null; exit 0;;
+esac
 started() { echo "$$" > "$SRUN_PID_FILE.tmp" && mv "$SRUN_PID_FILE.tmp" "$SRUN_PID_FILE"; }
 if [ "${SRUN_MODE:-}" = checkpoint ]; then
   trap 'kill "$!"; exit 42' USR1
@@ -74,6 +78,7 @@ def shell(tmp_path):
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "ANYLAUNCH_JOB_DIR": str(tmp_path / "job"),
+        "ANYLAUNCH_JOB_ID": "batchwait",  # exported at the top of the real script
     }
 
     def start(pid_file: Path, **extra: str) -> subprocess.Popen[str]:
@@ -153,7 +158,7 @@ def test_the_early_signal_still_reaches_srun_while_the_batch_shell_waits(shell, 
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 42, out  # the program's own exit after its checkpoint
     assert time.monotonic() - sent < 10
-    assert "forwarding it to the ranks" in out
+    assert "passing it to the ranks that handle it" in out
 
 
 def test_a_lost_srun_status_is_said_and_never_success(shell, tmp_path):
