@@ -370,8 +370,9 @@ class Job:
         )
 
     def attempts(self) -> list[Attempt]:
-        """Every attempt of the job, oldest first."""
-        return self._store.attempts(self._reload())
+        """Every attempt of the job, oldest first. Read from the store without replacing
+        `record`, which carries what the last poll saw (its stale mark)."""
+        return self._store.attempts(self._store.get(self.id))
 
 
 def log_sources(record: JobRecord, node: int | None = None) -> list[LogSource]:
