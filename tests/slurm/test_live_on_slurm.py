@@ -46,7 +46,7 @@ def stuck_on_slurm(cli, cli_inproc, write, slurm_conf, leave_no_job_behind, torc
         """,
     )
     job = cli("run", str(path), "--detach", "--json").json()
-    wait_until(lambda: cli_inproc("logs", job["id"]).out.count("ready rank=") == 4, 180, "4 ranks")
+    wait_until(lambda: cli_inproc("logs", job["id"]).out.count("ready rank=") == 4, 300, "4 ranks")
     yield job["id"], port
     cli("cancel", job["id"])
 
