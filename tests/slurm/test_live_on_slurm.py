@@ -19,6 +19,8 @@ from helpers import free_port, wait_until
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 STUCK = "stuck_in_the_loop"
+# A 2x2 torch job on the devstack can take minutes to start beside other work.
+pytestmark = pytest.mark.timeout(600)
 
 
 def job_file(write, body: str) -> Path:
