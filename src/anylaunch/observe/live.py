@@ -206,13 +206,7 @@ def _collect(proc: subprocess.Popen[bytes], timeout_s: float, hidden: set[str]) 
     ]
     for reader in readers:
         reader.start()
-    timed_out = False
-    try:
-        code: int | None = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _end_group(proc)
-        code = None
+    code, timed_out = _wait_or_end(proc, timeout_s)
     for reader in readers:
         reader.join(timeout=5)
     return {
@@ -221,6 +215,16 @@ def _collect(proc: subprocess.Popen[bytes], timeout_s: float, hidden: set[str]) 
         "stdout": mask(kept["stdout"].decode("utf-8", "replace"), hidden),
         "stderr": mask(kept["stderr"].decode("utf-8", "replace"), hidden),
     }
+
+
+def _wait_or_end(proc: subprocess.Popen[bytes], timeout_s: float | None) -> tuple[int | None, bool]:
+    """The process's exit status, or (None, True) once `timeout_s` passed and its group
+    was ended."""
+    try:
+        return proc.wait(timeout=timeout_s), False
+    except subprocess.TimeoutExpired:
+        _end_group(proc)
+        return None, True
 
 
 def _end_group(proc: subprocess.Popen[bytes]) -> None:
@@ -302,13 +306,7 @@ def _collect_pty(
 
     reader = threading.Thread(target=keep, daemon=True)
     reader.start()
-    timed_out = False
-    try:
-        code: int | None = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _end_group(proc)
-        code = None
+    code, timed_out = _wait_or_end(proc, timeout_s)
     reader.join(timeout=5)
     out.close()
     text = kept.decode("utf-8", "replace").replace("\r\n", "\n")
