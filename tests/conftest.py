@@ -236,7 +236,16 @@ def pytest_collection_modifyitems(items):
             item.add_marker(marker)
         if not any(item.get_closest_marker(name) for name in NOT_FAST):
             item.add_marker("fast")
-    if any(Path(str(item.fspath)).parent == _DIAGNOSIS_CORPUS for item in items):
+        if item.get_closest_marker("devstack"):
+            # One Slurm cluster of two nodes, one emulator and one SkyPilot API server
+            # serve the whole suite: with several workers (`-n 2 --dist loadgroup`) their
+            # tests take turns in one worker, so no test waits out another's allocation.
+            item.add_marker(pytest.mark.xdist_group("devstack"))
+
+
+def pytest_runtest_logreport(report) -> None:
+    # Seen where the summary is printed, also when workers (pytest-xdist) ran the tests.
+    if report.when == "call" and report.nodeid.startswith("tests/diagnose/"):
         _corpus_ran.append(True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -70,8 +71,17 @@ def test_dry_run_shows_every_node_and_starts_nothing(cli_inproc, write, home):
         ) in n["argv"][2]
     assert "hf_planted_secret" not in result.out and out["plan"]["secret_env"] == ["HF_TOKEN"]
     assert cli_inproc("ps", "--json").json() == []
-    new = [p for p in psutil.process_iter() if p.pid not in before]
+    # Other tests and suites run jobs beside this one: only a process of this test's
+    # store would be the dry-run's.
+    new = [p for p in psutil.process_iter() if p.pid not in before and _ours(p)]
     assert not [p for p in new if "torch.distributed.run" in " ".join(_cmdline(p))]
+
+
+def _ours(proc: psutil.Process) -> bool:
+    try:
+        return proc.environ().get("ANYLAUNCH_HOME") == os.environ["ANYLAUNCH_HOME"]
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
 
 
 def _cmdline(proc: psutil.Process) -> list[str]:
