@@ -451,6 +451,10 @@ RULES: list[Rule] = [
         r"\bFailedMount\b|\bFailedAttachVolume\b",
         r"failed to mount",
         r"creating mount source path",
+        # mount(8) itself refused (enroot loading a root filesystem, a runtime's volume)
+        r"^mount: .{0,200}(permission denied|not permitted|failed|bad option)",
+        # the node's own kubelet folder on a full disk: no pod starts there
+        r"/var/lib/kubelet/\S*: (no space left on device|disk quota exceeded)",
         r"mount point (not found|does not exist)",
         r"CreateContainerConfigError|CreateContainerError|RunContainerError|ContainerCannotRun",
         r"OCI runtime (create|exec) failed",
@@ -508,7 +512,8 @@ RULES: list[Rule] = [
         "AUTH",
         "huggingface/huggingface_hub errors.py; Azure/azure-sdk-for-python azure-identity; awslabs/mountpoint-s3",
         r"\b\w*(Token|Credential)\w*(NotFound|Unavailable|Missing|Expired|Invalid)\w*Error\b",
-        r"\bno (\w+ )?(token|credentials?) (was |were )?found\b",
+        # a token required and absent (not a client noting it will go on anonymously)
+        r"\bbut no (\w+ )?(token|credentials?) (was |were )?found\b|: no credentials (were )?found\b",
         r"failed to (retrieve|obtain|get|acquire|refresh) (a |an |the )?(access )?token\b",
         words=("token", "credential"),
     ),
@@ -609,6 +614,7 @@ RULES: list[Rule] = [
         SLURM_ERRNO + "; sbatch/srun",
         r"FAILED_PRECHECKS",
         r"sbatch: error",
+        r"\b(srun|sbatch|salloc): fatal: ",
         r"Batch job submission failed",
         r"Unable to allocate resources: (?!.*(Requested nodes are busy|Resources temporarily))",
         r"Invalid account",
@@ -840,6 +846,10 @@ RULES: list[Rule] = [
         "NCCL_ERROR",
         "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc",
         r"Gloo connectFullMesh failed",
+        # gloo's transport refusing its setup or its peer (GLOO_SOCKET_IFNAME naming no
+        # interface, an address it cannot find): its source file names the family
+        r"gloo/transport/\w+/\w+\.cc:\d+\]",
+        r"Unable to find address for: \S+",
         r"gloo.*Connection closed by peer",
         r"Connection closed by peer",
         r"Connection reset by peer",
@@ -928,7 +938,7 @@ RULES: list[Rule] = [
     _r(
         "USER_ERROR",
         "python/cpython; bash; SkyPilot FAILED_SETUP",
-        r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)",
+        r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?:\([\w.]+\))?(?::|$)",
         r"^(AssertionError|KeyboardInterrupt|StopIteration)\b",
         case=True,
         generic=True,
@@ -986,7 +996,7 @@ def strip_prefix(text: str) -> str:
 
 
 _PREFIX = re.compile(
-    r"^(\[?[EWIF]\d{4} \d\d:\d\d:\d\d[.\d]*(\s+\d+)?\s+[\w./-]+:\d+\]\s*"
+    r"^(\[?[EWIF]\d{3,4} \d\d:\d\d:\d\d[.\d]*(\s+\d+)?\s+[\w./-]+:\d+\]\s*"
     r"|\[[EWIF] [\w./-]+:\d+\]\s*"
     r"|\d{4}-\d\d-\d\d[ T][\d:.,]+\s*(\S+\s+)?(-\s+)?(ERROR|WARNING|INFO|CRITICAL)?\s*(-\s+)?"
     r"|(ERROR|CRITICAL|FATAL)(:|\s+-)\s*)"
