@@ -324,6 +324,8 @@ RULES: list[Rule] = [
         r"|error downloading (the )?(image|layer|blob)",
         r"\bfrom (oci|docker) registry\b",
         r"failed to resolve reference",
+        # the image store missing a layer or blob it was to read
+        r"\blayer does not exist\b|\bblob unknown\b|\bunknown blob\b",
         r"\bhttpReadSeeker\b|/v2/[\w./-]*/(blobs|manifests)/",
         r"Error response from daemon: (Get|Head) \"?https?://\S+/v2/",
     ),
@@ -681,6 +683,8 @@ RULES: list[Rule] = [
         r"\bno offers\b",
         r"\b\w*(Instance|Vcpu|Resource)(Limit|Count)Exceeded\b",
         r"No available node types can fulfill",
+        r"\b(could not|cannot|can't|unable to) (find|fit|place) (a |any )?(node|instance|machine|host)( type)?s? "
+        r"(to|that can) (satisfy|fulfill)",
         r"(request|pod|task|job)s? (cannot|can't|could not) be scheduled",
         r"\bcapacity (issue|constraint|error|shortage)s?\b|\bout of stock\b",
         r"\bquota\b.{0,60}\b(exceeded|exhausted)\b|\bquota of \d+\b.{0,200}\b(cannot|is less than)\b",
@@ -699,6 +703,8 @@ RULES: list[Rule] = [
             "limitexceeded",
             "countexceeded",
             "node types",
+            "satisfy",
+            "fulfill",
             "be scheduled",
             "out of stock",
             "currently unavailable",
