@@ -165,6 +165,8 @@ RULES: list[Rule] = [
         r"system not yet initialized",
         r"Driver/library version mismatch",
         r"nvml error: driver not loaded",
+        # the container toolkit could not reach the node's driver (not a container setting)
+        r"nvidia-container-cli: initialization error: (driver|nvml|cuda)\b",
         r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
         r"Failed to initialize NVML",
         r"CUDA error: unknown error",
@@ -990,6 +992,8 @@ RULES: list[Rule] = [
         "USER_ERROR",
         "skypilot-org/skypilot sky/skylet/job_lib.py (JobStatus.FAILED)",
         r"^FAILED: ",
+        # SkyPilot's summary of a run whose program exited non-zero: the lines above say why
+        r"\bJob \S+ failed with return code list: \[|Job finished \(status: FAILED\)",
         weak=True,
         case=True,
     ),
