@@ -187,6 +187,8 @@ RULES: list[Rule] = [
         r"\bGPU\w*?(Is)?(Not ?|Un)Healthy\b",
         r"\bGPUs?\b.{0,40}\bunhealthy\b",
         r"gres/gpu count reported lower than configured",
+        # a node health check (NHC) failing one of its GPU checks
+        r"Health check failed:\s+Check check_\w*(nv|gpu|xid|dcgm|ecc|nvlink)",
         r"\bXid\w*Error\b|\bXid[ =:]+\d+\b",
         r"devices unavailable for nvidia\.com/gpu|UnexpectedAdmissionError",
         # the driver's own error lines, and a PCIe error on an NVIDIA device (vendor 0x10de)
@@ -338,6 +340,8 @@ RULES: list[Rule] = [
         r"Could not parse (digest information|authentication realm)",
         r"Could not retrieve digest",
         r"Invalid image reference",
+        # enroot refusing an argument shaped like an image reference (registry/name:tag)
+        r"\[ERROR\] Invalid argument: (\w+://\S+|[\w.-]+(/[\w.-]+)+:[\w.-]+\s*$)",
         r"Unsupported authentication method",
         r"pyxis: (importer\b.{0,200}(failed|terminated|did not)|could not (wait for|call) importer"
         r"|failed to call importer)",
