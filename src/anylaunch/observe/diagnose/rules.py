@@ -430,6 +430,8 @@ RULES: list[Rule] = [
         r"\b(gcsfuse|s3fs|mount-s3|goofys|blobfuse2?|rclone|juicefs)\b(\[\d+\])?( <(ERROR|FATAL)>)?: "
         r".{0,40}\b(failed to|cannot|could not|unable to) mount",
         r"\b(gcsfuse|s3fs|goofys|blobfuse2?|rclone|juicefs)\[\d+\] <(ERROR|FATAL)>: ",
+        # blobfuse2's own components (its storage backend, its libfuse layer)
+        r"\bazstorage\b|\bLibfuse::\w+ : .{0,80}(fail|error)",
         r"\b(could not|cannot|failed to|unable to) mount (\w+ )?(juicefs|gcsfuse|s3fs|mount-?s3|mountpoint-s3|goofys"
         r"|blobfuse2?|rclone|fuse)\b",
         r"\b(failed to|cannot|could not|unable to) mount (the )?bucket\b|\bmount(ing)? (the )?bucket\b.{0,60}(fail|error)",
@@ -443,6 +445,8 @@ RULES: list[Rule] = [
             "rclone",
             "juicefs",
             "mount ",
+            "azstorage",
+            "libfuse::",
         ),
     ),
     _r(
