@@ -21,9 +21,12 @@ def _search_every_rule(text: str) -> rules.Rule | None:
     weak = None
     for rule in rules.RULES:
         if rule.pattern.search(text) or rule.pattern.search(body):
-            if rule.strength == rules.STRONG:
+            if rule.strength == rules.WEAK:
+                weak = weak or rule
+            elif rule.generic and weak is not None:
+                return weak
+            else:
                 return rule
-            weak = weak or rule
     return weak
 
 

@@ -30,8 +30,8 @@ _PREFIXES = (
     (_TEE, "local"),
 )
 _WARNING = re.compile(
-    r"\b[A-Z]\w*Warning: |^\[?W\d{4} \d\d:|^\[W [\w./-]+:\d+\]|^(WARNING|WARN)\b|\[WARNING\]"
-    r"| - WARNING - |\bwarnings\.warn\(|\bNCCL INFO\b|^\[?I\d{4} \d\d:|^INFO\b|^\[I [\w./-]+:\d+\]"
+    r"\b[A-Z]\w*Warning: |^\[?W\d{3,4} \d\d:|^\[W [\w./-]+:\d+\]|^(WARNING|WARN)\b|\[WARNING\]"
+    r"| - WARNING - |\bwarnings\.warn\(|\bNCCL INFO\b|^\[?I\d{3,4} \d\d:|^INFO\b|^\[I [\w./-]+:\d+\]"
 )
 
 

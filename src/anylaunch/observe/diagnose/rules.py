@@ -36,6 +36,9 @@ class Rule:
     source: str
     name: str
     words: tuple[str, ...] | None  # a line holding none of these cannot match (keywords)
+    # Names only the shape of a failure (a Python exception's line), not what failed: a
+    # weak rule that names the same line's message (a cascade) decides instead.
+    generic: bool = False
 
 
 def _r(
@@ -44,6 +47,7 @@ def _r(
     *patterns: str,
     weak: bool = False,
     case: bool = False,
+    generic: bool = False,
     words: tuple[str, ...] | None = None,
 ) -> Rule:
     """`words` names the pre-check's words where they cannot be read off the patterns."""
@@ -51,7 +55,7 @@ def _r(
     pattern = re.compile("|".join(f"(?:{p})" for p in patterns), flags)
     strength = WEAK if weak else STRONG
     found = words or keywords.words(patterns)
-    return Rule(code, pattern, strength, source, patterns[0][:60], found)
+    return Rule(code, pattern, strength, source, patterns[0][:60], found, generic)
 
 
 # Lines that only summarise or decorate other lines: never evidence themselves.
@@ -161,22 +165,31 @@ RULES: list[Rule] = [
         r"system not yet initialized",
         r"Driver/library version mismatch",
         r"nvml error: driver not loaded",
+        # the container toolkit could not reach the node's driver (not a container setting)
+        r"nvidia-container-cli: initialization error: (driver|nvml|cuda)\b",
         r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
         r"Failed to initialize NVML",
-        r"CUDA error: (unknown error|unspecified launch failure)",
+        r"CUDA error: unknown error",
+        # cudaErrorLaunchFailure in the runtime's, the driver's and NCCL's words
+        r"\bunspecified launch failure\b|cudaErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED",
         r"CUDA_ERROR_(NOT_INITIALIZED|NO_DEVICE)\b",
         r"CUDA driver initialization failed",
         r"Found no NVIDIA driver on your system",
+        r"unsupported display driver / cuda driver combination|SYSTEM_DRIVER_MISMATCH|cudaErrorSystemDriverMismatch",
+        r"Unexpected error from cudaGetDeviceCount",
+        r"^No devices were found$",
         r"forward compatibility was attempted on non supported HW",
     ),
     _r(
         "HARDWARE_GPU",
         "NVIDIA/DCGM dcgmlib/dcgm_errors.h; GPU health checks of node monitors and schedulers",
         r"\bDCGM_FR_\w+",
-        r"\bGPU\w*?(Is)?Not ?Healthy\b",
+        r"\bGPU\w*?(Is)?(Not ?|Un)Healthy\b",
         r"\bGPUs?\b.{0,40}\bunhealthy\b",
         r"gres/gpu count reported lower than configured",
-        r"\bXid\w*Error\b|\bXid=\d+",
+        # a node health check (NHC) failing one of its GPU checks
+        r"Health check failed:\s+Check check_\w*(nv|gpu|xid|dcgm|ecc|nvlink)",
+        r"\bXid\w*Error\b|\bXid[ =:]+\d+\b",
         r"devices unavailable for nvidia\.com/gpu|UnexpectedAdmissionError",
         # the driver's own error lines, and a PCIe error on an NVIDIA device (vendor 0x10de)
         r"\bNVRM: .{0,160}(fail|error|crash|fallen|lost|timeout)",
@@ -279,7 +292,7 @@ RULES: list[Rule] = [
         r"unable to \w+ .{0,60}</?torch_",
         r"unable to (write to|open) (file|shared memory)",
         r"shm_open|shmget|shm_unlink",
-        r"/dev/shm",
+        r"^(?!.*\benroot).*/dev/shm",
         r"\bshm[ _-](size|limit|space)\b",
         r"(fail\w*|unable|cannot|could not) (to )?\w+ .{0,20}shared memory",
         r"\bshared memory\b.{0,40}(exhausted|insufficient|is full|No space)",
@@ -309,15 +322,26 @@ RULES: list[Rule] = [
         # said (a full disk, an I/O error).
         r"failed to (register|extract|apply) layer|\bApplyLayer\b|Error processing tar file",
         r"Error pulling image",
+        r"\b(reading|fetching|parsing|getting|retrieving) (image )?manifest\b",
+        r"\binitializing source \w+://",
+        r"error fetching (the )?(image|layer|blob)|error pulling (the )?(image|layer|blob)"
+        r"|error downloading (the )?(image|layer|blob)",
+        r"\bfrom (oci|docker) registry\b",
+        r"failed to resolve reference",
+        # the image store missing a layer or blob it was to read
+        r"\blayer does not exist\b|\bblob unknown\b|\bunknown blob\b",
+        r"\bhttpReadSeeker\b|/v2/[\w./-]*/(blobs|manifests)/",
+        r"Error response from daemon: (Get|Head) \"?https?://\S+/v2/",
     ),
     _r(
         "IMAGE_PULL",
         PYXIS + "; " + ENROOT + ", src/docker.sh",
-        r"failed to import docker image",
         r"URL https?://\S+ returned error code: \d+",
         r"Could not parse (digest information|authentication realm)",
         r"Could not retrieve digest",
         r"Invalid image reference",
+        # enroot refusing an argument shaped like an image reference (registry/name:tag)
+        r"\[ERROR\] Invalid argument: (\w+://\S+|[\w.-]+(/[\w.-]+)+:[\w.-]+\s*$)",
         r"Unsupported authentication method",
         r"pyxis: (importer\b.{0,200}(failed|terminated|did not)|could not (wait for|call) importer"
         r"|failed to call importer)",
@@ -326,6 +350,14 @@ RULES: list[Rule] = [
         r"pyxis:\s+curl: \(\d+\)",
         # mksquashfs, writing the imported image
         r"FATAL ERROR: ?Failed to write to output filesystem|Write failed because",
+    ),
+    # pyxis's summary of a failed import is a wrapper: the enroot log it prints below says
+    # why (a registry's refusal is the pull's, enroot's runtime folder the container's).
+    _r(
+        "IMAGE_PULL",
+        PYXIS + ", importer.c",
+        r"failed to import docker image",
+        weak=True,
     ),
     # An image that could not be written to the node's disk was not pulled: the disk
     # words alone are STORAGE (below), with an image's layers, blobs or squashfs around
@@ -348,12 +380,12 @@ RULES: list[Rule] = [
         r"|target is a directory)| specified multiple times)",
         r"pyxis: (both --\S+ and --\S+ were specified|mount (source|target) must be)",
         r"pyxis: (error: )?a container with name .{0,200}(does not exist|already exists|is not running)",
+        r"pyxis: (error: )?--container-[\w=-]+ requested but",
+        r"pyxis: container export: ",
     ),
     _r(
         "CONTAINER_MOUNT",
         PYXIS,
-        r"pyxis: couldn't start container",
-        r"pyxis: container start (failed|error)",
         r"pyxis: failed to (start container|create container filesystem)",
         r"pyxis: container exited too soon",
         r"pyxis: .{0,30}source path does not exist",
@@ -361,8 +393,11 @@ RULES: list[Rule] = [
         r"pyxis: couldn't (mkdir|chown) ",
         r"container was not started successfully",
         # pyxis setting up the container, and the node's pyxis configuration
-        r"pyxis: (slurmd: |epilog: )?(couldn't|could not|unable to|failed to|fork error"
-        r"|seccomp filter failed|a previous task terminated|child \d+ terminated)",
+        r"pyxis: ([\w-]+: )?(couldn't (?!start container)|could not (?!wait for importer|call importer|remove squashfs)|unable to"
+        r"|failed to (?!import |call importer)|fork error"
+        r"|seccomp filter failed|a previous task terminated|child \d+ terminated|container \S+ was not)",
+        r"pyxis:\s{2,}\S.{0,200}(denied|not permitted|fail|error|cannot|can't|could not|couldn't|not found"
+        r"|No such|unbound variable|Read-only file system)",
         r"pyxis: (unknown configuration option|\w+: (invalid value|path too long))",
         # enroot: its tools, its script, its runtime folders and its hooks
         r"\benroot-[a-z0-9]+\S*: ",
@@ -376,6 +411,15 @@ RULES: list[Rule] = [
         r"\[ERROR\] Not enough space left",
         r"\[ERROR\] \S*hooks\.d/\S+ exited with return code",
     ),
+    # The tools enroot runs a container with (squashfuse, fuse-overlayfs, unsquashfs) and
+    # enroot itself, failing on the node: before the FUSE rule reads "fuse" as a bucket.
+    _r(
+        "CONTAINER_MOUNT",
+        ENROOT + ", src/runtime.sh",
+        r"\b(squashfuse\w*|fuse-overlayfs|unsquashfs|enroot)\b.{0,200}(denied|not permitted|fail|cannot"
+        r"|could not|not found|No such|Read-only file system)",
+        words=("squashfuse", "fuse-overlayfs", "unsquashfs", "enroot"),
+    ),
     # A FUSE daemon that could not mount its bucket (before the containers' "failed to
     # mount").
     _r(
@@ -383,7 +427,33 @@ RULES: list[Rule] = [
         "libfuse/libfuse util/fusermount.c; GoogleCloudPlatform/gcsfuse cmd/mount.go; rclone/rclone cmd/mountlib",
         r"failed to mount FUSE|\bFUSE (fs|file ?system)\b.{0,40}(fail|error)",
         r"\bfusermount3?: ",
-        words=("fuse", "fusermount"),
+        r"\b(gcsfuse|s3fs|mount-s3|goofys|blobfuse2?|rclone|juicefs)\b(\[\d+\])?( <(ERROR|FATAL)>)?: "
+        r".{0,40}\b(failed to|cannot|could not|unable to) mount",
+        r"\b(gcsfuse|s3fs|goofys|blobfuse2?|rclone|juicefs)\[\d+\] <(ERROR|FATAL)>: ",
+        # blobfuse2's own components (its storage backend, its libfuse layer)
+        r"\bazstorage\b|\bLibfuse::\w+ : .{0,80}(fail|error)",
+        r"\b(could not|cannot|failed to|unable to) mount (\w+ )?(juicefs|gcsfuse|s3fs|mount-?s3|mountpoint-s3|goofys"
+        r"|blobfuse2?|rclone|fuse)\b",
+        r"\b(failed to|cannot|could not|unable to) mount (the )?bucket\b|\bmount(ing)? (the )?bucket\b.{0,60}(fail|error)",
+        words=(
+            "fuse",
+            "fusermount",
+            "bucket",
+            "s3fs",
+            "mount-s3",
+            "goofys",
+            "rclone",
+            "juicefs",
+            "mount ",
+            "azstorage",
+            "libfuse::",
+        ),
+    ),
+    _r(
+        "USER_ERROR",
+        "opencontainers/runc libcontainer (exec of the container's command)",
+        r"executable file not found in \$PATH",
+        r"exec: \"[^\"]+\": (permission denied|no such file or directory|exec format error)",
     ),
     _r(
         "CONTAINER_MOUNT",
@@ -392,13 +462,18 @@ RULES: list[Rule] = [
         r"Unable to attach or mount volumes",
         r"\bFailedMount\b|\bFailedAttachVolume\b",
         r"failed to mount",
+        r"creating mount source path",
+        # mount(8) itself refused (enroot loading a root filesystem, a runtime's volume)
+        r"^mount: .{0,200}(permission denied|not permitted|failed|bad option)",
+        # the node's own kubelet folder on a full disk: no pod starts there
+        r"/var/lib/kubelet/\S*: (no space left on device|disk quota exceeded)",
         r"mount point (not found|does not exist)",
         r"CreateContainerConfigError|CreateContainerError|RunContainerError|ContainerCannotRun",
         r"OCI runtime (create|exec) failed",
         r"failed to create shim task",
         r"FailedCreatePodSandBox|Failed to create pod sandbox",
         r"nvidia-container-cli: \w+ error",
-        r"couldn't start container|container start failed",
+        r"(?<!pyxis: )couldn't start container|(?<!pyxis: )container start failed",
         r"could not select device driver",
     ),
     _r(
@@ -408,14 +483,16 @@ RULES: list[Rule] = [
         r"Back-off restarting failed container",
         weak=True,
     ),
-    # A pyxis failure is followed by these lines whatever the reason: the lines around
-    # them say why.
+    # A pyxis failure is followed by these lines whatever the reason (an import that
+    # failed ends in "couldn't start container" too): the lines around them say why.
     _r(
         "CONTAINER_MOUNT",
         "SchedMD/slurm src/common/spank.c",
         r"spank_pyxis\.so: \w+\(\) failed",
         r"spank: required plugin .* failed",
         r"pyxis: child \d+ failed with error code",
+        r"pyxis: couldn't start container",
+        r"pyxis: container start (failed|error)",
         r"Plugin (stack )?initialization failed",
         weak=True,
     ),
@@ -440,21 +517,68 @@ RULES: list[Rule] = [
         r"You must be logged in|login required|not logged in",
         r"RepositoryNotFoundError",
     ),
+    # A token or credential a library looked for and did not find or could not use
+    # (huggingface_hub's LocalTokenNotFoundError, azure-identity's
+    # CredentialUnavailableError, a FUSE daemon with no credentials).
+    _r(
+        "AUTH",
+        "huggingface/huggingface_hub errors.py; Azure/azure-sdk-for-python azure-identity; awslabs/mountpoint-s3",
+        r"\b\w*(Token|Credential)\w*(NotFound|Unavailable|Missing|Expired|Invalid)\w*Error\b",
+        # a token required and absent (not a client noting it will go on anonymously)
+        r"\bbut no (\w+ )?(token|credentials?) (was |were )?found\b|: no credentials (were )?found\b",
+        r"failed to (retrieve|obtain|get|acquire|refresh) (a |an |the )?(access )?token\b",
+        words=("token", "credential"),
+    ),
     _r(
         "STORAGE",
         "boto/botocore (S3 error codes); python/cpython errno; anylaunch src/anylaunch/storage",
         r"NoSuchBucket|NoSuchKey|\bAccessDenied\b|Access Denied",
+        r"\bContainerNotFound\b|\bBlobNotFound\b|\bNoSuchUpload\b",
+        r"The specified (container|blob|bucket|key) does not exist",
         r"anylaunch-stage: \w+: error",
         r"No space left on device|ENOSPC",
         r"Disk quota exceeded|EDQUOT",
         r"Read-only file system|EROFS",
         r"Stale file handle|ESTALE",
         r"Input/output error|\bEIO\b",
+        r"\[Errno \d+\] [^:]{0,60}: '/(\S*/)?(s3|gcs|gcsfuse|buckets?|blob\w*|juicefs|mountpoint\w*|s3mnt|gcsmnt)/",
         r"PermissionError: \[Errno 13\] Permission denied",
         r"\(404\) when calling the HeadObject|HeadObject operation: Not Found",
-        r"PytorchStreamReader failed reading",
+        r"PytorchStreamReader failed reading|PytorchStreamWriter failed writing",
+        r"\[Errno 95\] Operation not supported|\bEOPNOTSUPP\b",
+        r"inline_container\.cc:\d+\] \. (unexpected pos|file write failed)",
         r"SafetensorError|MetadataIncompleteBuffer",
         r"unexpected EOF, expected \d+ more bytes",
+    ),
+    # An object store's client whose request failed (its endpoint unreachable, a
+    # connection it lost, a request refused): the data was not read or written, whatever
+    # the program's traceback around it. Credentials it lacks are AUTH's, above; the
+    # cloud APIs' capacity errors (the same client) name no object or bucket.
+    _r(
+        "STORAGE",
+        "boto/botocore botocore/exceptions.py; googleapis/python-storage; Azure/azure-sdk-for-python",
+        r"\b(EndpointConnectionError|ConnectionClosedError|ReadTimeoutError|ConnectTimeoutError)\b"
+        r".{0,80}\bendpoint\b",
+        r"when calling the \w*(Object|Objects|Bucket|Upload|Part)\w* operation",
+        r"\b(cannot|can't|could not|unable to|failed to) (reach|access|list|connect to) (the )?(bucket|S3|GCS|blob"
+        r"|object store)",
+        r"\b(list_objects\w*|ListObjects\w*|get_object|put_object|GetObject|PutObject|HeadObject|head_object)"
+        r"( request)? failed",
+        r"(\bs3[\w.-]*\.amazonaws\.com|storage\.googleapis\.com|\.blob\.core\.windows\.net)\S*.{0,120}"
+        r"\b(error|fail\w*|timed? ?out|refused|reset|denied|forbidden|unavailable|not ?found|no such)\b",
+        words=(
+            "endpoint",
+            "when calling the",
+            "amazonaws.com",
+            "googleapis.com",
+            "windows.net",
+            "bucket",
+            "s3",
+            "gcs",
+            "blob",
+            "object store",
+            "object",
+        ),
     ),
     # A bucket mounted as a folder (FUSE): the daemon's own errors, and what a program
     # reads from a mount whose daemon died (ENOTCONN).
@@ -467,9 +591,9 @@ RULES: list[Rule] = [
         r"\bmountWith\w+: ",
         r"\bmountpoint_s3\w*::\w+: \w+ failed",
         r"Failed to create (S3 client|mount process)|waiting for mount process",
-        r"\b(gcsfuse|s3fs|mount-s3|goofys|blobfuse2?|rclone|juicefs|fusermount3?|fuse)\b: .{0,120}"
-        r"(error|fail|denied|not connected|stale|cannot|could not|unable|not enough|only allowed"
-        r"|not allowed)",
+        r"\b(gcsfuse|s3fs|mount-s3|goofys|blobfuse2?|rclone|juicefs|fusermount3?|fuse)\b(\[\d+\])?( <(ERROR|FATAL)>)?: "
+        r".{0,120}(error|fail|denied|not connected|stale|cannot|could not|unable|not enough|only allowed"
+        r"|not allowed|refused|timed? ?out|not empty)",
         words=(
             "transport endpoint",
             "enotconn",
@@ -502,6 +626,7 @@ RULES: list[Rule] = [
         SLURM_ERRNO + "; sbatch/srun",
         r"FAILED_PRECHECKS",
         r"sbatch: error",
+        r"\b(srun|sbatch|salloc): fatal: ",
         r"Batch job submission failed",
         r"Unable to allocate resources: (?!.*(Requested nodes are busy|Resources temporarily))",
         r"Invalid account",
@@ -511,7 +636,7 @@ RULES: list[Rule] = [
         r"Invalid qos",
         r"Requested node configuration is not available",
         r"Job violates accounting/QOS policy",
-        r"Memory specification can not be satisfied",
+        r"\b(specification|count per \w+|per node) can ?not be satisfied",
         r"More processors requested than permitted",
         r"Node count specification invalid",
         r"Invalid feature specification",
@@ -560,20 +685,26 @@ RULES: list[Rule] = [
     _r(
         "NO_CAPACITY",
         "dstackai/dstack; aws/sagemaker-python-sdk; ray-project/ray autoscaler; kubernetes-sigs/kueue",
-        r"\b(no|not (having |have )?enough|insufficient|out of|lack of|unable to (provision|acquire|allocate))"
+        r"\b(no|not (having |have )?(enough|sufficient)|insufficient|out of|lack of"
+        r"|unable to (provision|acquire|allocate))"
         r"\b[\w\s/.-]{0,40}\bcapacity\b",
         r"\b(insufficient|exceed\w*|exhausted)\b.{0,40}\bquota\b",
         r"NO_CAPACITY\b|\bNoCapacity\w*|CapacityError\b",
         r"\bno offers\b",
         r"\b\w*(Instance|Vcpu|Resource)(Limit|Count)Exceeded\b",
         r"No available node types can fulfill",
+        r"\b(could not|cannot|can't|unable to) (find|fit|place) (a |any )?(node|instance|machine|host)( type)?s? "
+        r"(to|that can) (satisfy|fulfill)",
         r"(request|pod|task|job)s? (cannot|can't|could not) be scheduled",
         r"\bcapacity (issue|constraint|error|shortage)s?\b|\bout of stock\b",
         r"\bquota\b.{0,60}\b(exceeded|exhausted)\b|\bquota of \d+\b.{0,200}\b(cannot|is less than)\b",
         r"Exceeds\w*Quota\b",
         r"\b(is|are) currently unavailable\b",
-        r"\bNo (\S+ )?instances (are )?available\b",
+        r"\bno (longer )?(any )?([\w-]+ ){0,2}(instances|offers|machines|VMs|nodes) (are )?(currently )?available\b",
         r"not supported in (your|the) requested (Availability Zone|zone|region)",
+        r"\bnot available in (the |this |your )?(current |requested )?(region|zone|location|availability zone)\b",
+        r"\bresources (are )?(currently )?unavailable\b",
+        r"\bno (available|free|idle) (nodes?|instances?|machines?|resources)\b",
         r"\bOverconstrained\w*\b",
         words=(
             "capacity",
@@ -582,10 +713,14 @@ RULES: list[Rule] = [
             "limitexceeded",
             "countexceeded",
             "node types",
+            "satisfy",
+            "fulfill",
             "be scheduled",
             "out of stock",
             "currently unavailable",
             "instances",
+            "available",
+            "unavailable",
             "requested",
             "overconstrained",
         ),
@@ -638,10 +773,20 @@ RULES: list[Rule] = [
         r"Bootstrap ?: no socket interface found",
         r"No usable listening interface found",
         r"no device found (matching|after excluding)",
-        r"Net ?: (unsupported IP family|No valid|error encountered when getting address)",
+        r"\bSet NCCL_[A-Z_]+=",
         r"is neither AF_INET",
         r"Message truncated ?: received",
         r"NCCL_SOCKET_IFNAME",
+    ),
+    # NCCL's subsystems report an error under their own name ("Net : No interface found",
+    # "Bootstrap : no socket interface found"): the "Last error:" PyTorch prints after an
+    # ncclResult, without NCCL's own prefix.
+    _r(
+        "NCCL_ERROR",
+        "NVIDIA/nccl src/misc/socket.cc, src/bootstrap.cc, src/proxy.cc, src/graph/topo.cc",
+        r"^(Net|NET/\w+|Bootstrap( Root)?|Proxy\w*|Transport|Topo\w*) ?: .{0,120}\b(no|not|unable|fail\w*"
+        r"|error|invalid|mismatch\w*|cannot|could not)\b",
+        words=("net", "bootstrap", "proxy", "transport", "topo"),
     ),
     _r(
         "NCCL_ERROR",
@@ -717,6 +862,10 @@ RULES: list[Rule] = [
         "NCCL_ERROR",
         "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc",
         r"Gloo connectFullMesh failed",
+        # gloo's transport refusing its setup or its peer (GLOO_SOCKET_IFNAME naming no
+        # interface, an address it cannot find): its source file names the family
+        r"gloo/transport/\w+/\w+\.cc:\d+\]",
+        r"Unable to find address for: \S+",
         r"gloo.*Connection closed by peer",
         r"Connection closed by peer",
         r"Connection reset by peer",
@@ -805,15 +954,30 @@ RULES: list[Rule] = [
     _r(
         "USER_ERROR",
         "python/cpython; bash; SkyPilot FAILED_SETUP",
-        r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)",
+        r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?:\([\w.]+\))?(?::|$)",
         r"^(AssertionError|KeyboardInterrupt|StopIteration)\b",
         case=True,
+        generic=True,
         words=("error", "exception", "exit", "interrupt", "stopiteration"),
+    ),
+    # An exception whose class is named otherwise (omegaconf's MissingMandatoryValue,
+    # dynamo's Unsupported): the last line of a traceback, named by the module that
+    # holds a library's exceptions.
+    _r(
+        "USER_ERROR",
+        "python/cpython Lib/traceback.py (format_exception_only)",
+        r"^(?:[a-z_]\w*\.)*(?:errors|exc|exceptions)\.[A-Z]\w*: \S",
+        case=True,
+        generic=True,
+        words=("errors.", "exc.", "exceptions."),
     ),
     _r(
         "USER_ERROR",
         "python/cpython; bash; " + DATALOADER + "; SkyPilot FAILED_SETUP",
         r"FAILED_SETUP",
+        # argparse refusing the command line (torchrun's, the script's)
+        r"error: unrecognized arguments|error: the following arguments are required"
+        r"|error: argument \S+: (invalid|expected)",
         r"segmentation fault encountered in worker",
         r"Fatal Python error",
         r"command not found",
@@ -836,6 +1000,8 @@ RULES: list[Rule] = [
         "USER_ERROR",
         "skypilot-org/skypilot sky/skylet/job_lib.py (JobStatus.FAILED)",
         r"^FAILED: ",
+        # SkyPilot's summary of a run whose program exited non-zero: the lines above say why
+        r"\bJob \S+ failed with return code list: \[|Job finished \(status: FAILED\)",
         weak=True,
         case=True,
     ),
@@ -848,7 +1014,7 @@ def strip_prefix(text: str) -> str:
 
 
 _PREFIX = re.compile(
-    r"^(\[?[EWIF]\d{4} \d\d:\d\d:\d\d[.\d]*(\s+\d+)?\s+[\w./-]+:\d+\]\s*"
+    r"^(\[?[EWIF]\d{3,4} \d\d:\d\d:\d\d[.\d]*(\s+\d+)?\s+[\w./-]+:\d+\]\s*"
     r"|\[[EWIF] [\w./-]+:\d+\]\s*"
     r"|\d{4}-\d\d-\d\d[ T][\d:.,]+\s*(\S+\s+)?(-\s+)?(ERROR|WARNING|INFO|CRITICAL)?\s*(-\s+)?"
     r"|(ERROR|CRITICAL|FATAL)(:|\s+-)\s*)"
@@ -887,9 +1053,14 @@ def classify(text: str) -> Rule | None:
     for index in sorted(candidates):  # RULES' order
         rule = RULES[index]
         if rule.pattern.search(text) or (body is not text and rule.pattern.search(body)):
-            if rule.strength == STRONG:
+            if rule.strength == WEAK:
+                weak = weak or rule
+            elif rule.generic and weak is not None:
+                # "RuntimeError: ProcessGroupNCCL is aborting": the exception's class says
+                # only that something raised; its message names the cascade.
+                return weak
+            else:
                 return rule
-            weak = weak or rule
     # A wrapper ("DistBackendError: ... what(): CUDA error: ...") names its cause later
     # on the same line: a strong rule there wins over the wrapper's weak one.
     return weak
