@@ -113,7 +113,11 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
         spec=wire.JobUserSpec(
             resource_shape=values["shape"],
             affinity=(
-                wire.Affinity(allowed_dedicated_node_groups=[values["node_group_id"]])
+                wire.Affinity(
+                    allowed_dedicated_node_groups=[values["node_group_id"]],
+                    # kept off the nodes where earlier attempts failed (backend.keep_off)
+                    allowed_nodes_in_node_group=values.get("allowed_nodes") or None,
+                )
                 if values.get("node_group_id")
                 else None
             ),
