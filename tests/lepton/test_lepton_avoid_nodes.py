@@ -168,3 +168,29 @@ def test_on_the_shared_pool_the_next_attempt_says_the_node_may_be_used_again(
         and f"lepton cannot keep this job off a node, so {blamed} may be used" in (first["next"])
     ), first
     assert second["avoided"] == [] and second["state"] == "SUCCEEDED", second
+
+
+def test_when_every_node_of_the_group_failed_no_attempt_is_sent(lcli_proc, write, emulator):
+    """Four nodes, each an attempt's Xid: the fifth attempt has nowhere to go, so the job
+    ends as the fourth did, and says why."""
+    programs = on_volume(emulator, PROGRAMS / "flaky.py")
+    path = write(
+        f"""
+        name: xid-everywhere
+        image: python:3.11
+        command: python3 {programs}/flaky.py
+        launcher: none
+        env: {{FAIL_AS: xid, FAIL_UNTIL: "9"}}
+        retry: {{max_attempts: 6, backoff: 0}}
+        lepton: {{resource_shape: cpu.small, dedicated_node_group: {NODE_GROUP}}}
+        """
+    )
+    job = lcli_proc("run", str(path), "--json", timeout=300).json()
+    status = lcli_proc("status", job["id"], "--json").json()
+    assert status["state"] == "FAILED" and len(status["attempts"]) == 4, (
+        status["attempts"],
+        status["detail"],
+    )
+    blamed = [a["diagnosis"]["node"] for a in status["attempts"]]
+    assert sorted(blamed) == sorted(_nodes(sdk_client(emulator))), blamed
+    assert "attempt 5 not sent: every node of node group" in status["detail"], status

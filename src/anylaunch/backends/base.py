@@ -291,6 +291,13 @@ class Backend(ABC):
         return None
 
 
+class NoNodeLeft(BackendError):
+    """Every node the job could run on is one an earlier attempt failed on (`keep_off`):
+    no attempt is sent, and the job ends as its last attempt did."""
+
+    code = "NO_NODE_LEFT"
+
+
 class NotReachable(BackendError):
     """The backend has no way onto a running job's nodes (or not for this job)."""
 

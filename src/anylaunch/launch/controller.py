@@ -29,7 +29,7 @@ import os
 import sys
 import time
 
-from anylaunch.backends.base import Backend, get_backend
+from anylaunch.backends.base import Backend, NoNodeLeft, get_backend
 from anylaunch.errors import AnylaunchError, JobNotFound
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.launch import pipeline
@@ -155,9 +155,16 @@ def _send_next(record: JobRecord, current: Attempt, impl: Backend, store: Store)
     can = impl.can_keep_off(record)
     avoid = policy.next_avoided(current.avoided, current.diagnosis) if can else []
     resolved = resolve(_spec(record, number), impl)
-    batch = pipeline.render(
-        resolved, store, [(record.split_id, record.id)], run_id=record.run_id, avoid=avoid
-    )
+    try:
+        batch = pipeline.render(
+            resolved, store, [(record.split_id, record.id)], run_id=record.run_id, avoid=avoid
+        )
+    except NoNodeLeft as exc:  # nowhere to go: the job ends as its last attempt did
+        print(f"job {record.id}: attempt {number} not sent: {exc.message}", flush=True)
+        if current.state is not None:
+            detail = f"attempt {current.number}: attempt {number} not sent: {exc.message}"
+            store.transition(record.id, current.state, exit_code=current.exit_code, detail=detail)
+        return
     plan = batch.records[0].plan
     detail = f"attempt {number}: {current.next}"
     if not store.begin_attempt(record.id, number, plan, avoided=avoid, detail=detail):

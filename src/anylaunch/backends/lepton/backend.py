@@ -24,6 +24,7 @@ from anylaunch.backends.base import (
     Credential,
     Found,
     LogSource,
+    NoNodeLeft,
     Observation,
     PlanContext,
     Submitted,
@@ -164,10 +165,11 @@ class LeptonBackend(Backend):
                     _drop_secrets(client, plan.payload, plan.secret_env)
                 raise
         native = created.metadata.id or ""
+        number = lepton_plan.attempt_of(plan.payload)
         return native, {
             "name": plan.name,
-            "attempt": 1,
-            "attempts": [{"attempt": 1, "native_id": native, "name": plan.name}],
+            "attempt": number,
+            "attempts": [{"attempt": number, "native_id": native, "name": plan.name}],
         }
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
@@ -340,11 +342,10 @@ class LeptonBackend(Backend):
             nodes = [n.metadata.id for n in client.nodes(group) if n.metadata.id]
         allowed = [n for n in nodes if n not in set(hosts)]
         if not allowed:
-            raise BackendError(
+            raise NoNodeLeft(
                 f"every node of node group {group} is one an earlier attempt failed on"
                 f" ({', '.join(hosts)}): report them to the workspace's admins, then"
-                " submit the job again",
-                code="NO_NODE_LEFT",
+                " submit the job again"
             )
         return replace(ctx, values={**ctx.values, "allowed_nodes": allowed})
 
@@ -411,7 +412,9 @@ class LeptonBackend(Backend):
             with self._client() as client:
                 for number, attempt in enumerate(attempts):
                     native = attempt["native_id"]
-                    if number:  # earlier attempts stay visible, so the log only grows
+                    # Earlier attempts stay visible, so the log only grows; a controller's
+                    # later attempt (a job of its own) is marked as the attempt it is.
+                    if number or attempt.get("attempt", 1) > 1:
                         for lines in texts.values():
                             lines.append(attempt_mark(attempt["attempt"], native))
                     for _, labels, line in client.job_log_lines(native, job.created_at):

@@ -245,6 +245,15 @@ def for_attempt(payload: dict[str, Any], job_id: str, attempt: int) -> dict[str,
     return body
 
 
+def attempt_of(payload: LeptonPayload | dict[str, Any]) -> int:
+    """The attempt a body is (its ANYLAUNCH_ATTEMPT: a controller's later attempt is sent
+    as a new job); 1 when it says none."""
+    for env in payload["spec"].get("envs") or []:
+        if env.get("name") == "ANYLAUNCH_ATTEMPT" and str(env.get("value") or "").isdigit():
+            return max(int(env["value"]), 1)
+    return 1
+
+
 def describe(plan: Plan[LeptonPayload]) -> str:
     body = plan.payload
     script = body["spec"]["container"]["command"][-1]
