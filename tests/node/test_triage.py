@@ -122,3 +122,9 @@ def test_only_this_attempts_lines_are_read(tmp_path, capsys):
     assert marks == f"0:{len(earlier) + 7}"
     assert triage.main(_args(tmp_path, marks)) == 1
     assert "no line names its cause outright" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 3, 9])
+def test_its_backoff_is_the_policy_s(attempt):
+    rule = {"backoff": 30, "max_backoff": 600}
+    assert triage.backoff(30, 600, attempt) == policy.backoff(rule, attempt)
