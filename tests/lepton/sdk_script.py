@@ -77,4 +77,21 @@ twins = [client.job.create(LeptonJob(metadata=Metadata(id="twin"), spec=spec)) f
 out["twins"] = [t.metadata.id_ for t in twins]
 for twin in twins:
     client.job.delete(twin.metadata.id_)
+# A node group's nodes as the SDK's CLI lists them for --node-id, and a job whose
+# affinity allows only some of them (the CLI's LeptonResourceAffinity).
+from leptonai.api.v2.types.affinity import LeptonResourceAffinity  # noqa: E402
+
+group = "ng-h100-pool-7x2k"
+nodes = [n.metadata.id_ for n in client.nodegroup.list_nodes(group)]
+out["nodes"] = nodes
+spec.affinity = LeptonResourceAffinity(
+    allowed_dedicated_node_groups=[group], allowed_nodes_in_node_group=nodes[2:]
+)
+placed = client.job.create(LeptonJob(metadata=Metadata(id="placed"), spec=spec))
+deadline = time.time() + 60
+while time.time() < deadline and not client.job.get_replicas(placed.metadata.id_):
+    time.sleep(0.5)
+replicas = client.job.get_replicas(placed.metadata.id_)
+out["placed_on"] = sorted({r.status.node.id_ for r in replicas if r.status and r.status.node})
+client.job.delete(placed.metadata.id_)
 print(json.dumps(out))

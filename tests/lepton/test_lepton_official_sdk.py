@@ -65,5 +65,7 @@ def test_the_official_sdk_creates_lists_streams_and_deletes_a_job(emulator):
             "reserved_env",
         )
     }
+    nodes = seen["nodes"]
+    assert len(nodes) == 4 and seen["placed_on"] and set(seen["placed_on"]) <= set(nodes[2:])
     first, second = seen["twins"]
     assert first != second and first.startswith("twin-") and second.startswith("twin-")

@@ -498,3 +498,39 @@ def test_the_attempts_a_job_records_of_itself_are_read_as_untrusted_input(tmp_pa
         "next": "TIME_LIMIT is retried: attempt 2 of 3",
     }  # fmt: skip
     assert second == {"attempt": 2, "started_at": 200}
+
+
+def test_a_retry_policy_makes_a_failed_attempt_read_its_logs_and_continue_itself(tmp_path):
+    """After srun fails, the in-job triage decides (the classes `on:` retries, spelled
+    out); the nodes the job was sent to avoid stay avoided; without --requeue nothing."""
+    base = "command: t\nretry: {max_attempts: 3, on: [infra]}\n"
+    script = script_of(tmp_path, base)
+    assert '"$ANYLAUNCH_JOB_DIR/anylaunch_job.pyz" marks "$ANYLAUNCH_JOB_DIR/logs"' in script
+    line = next(x for x in script.splitlines() if 'pyz" triage ' in x)
+    assert '--attempt "$ANYLAUNCH_ATTEMPT" --most 3 --rc "$rc"' in line
+    retried = line.split("--on ", 1)[1].split()[0].split(",")
+    assert "HARDWARE_GPU" in retried and "USER_ERROR" not in retried
+    assert line.endswith('&& exit "$rc"') and "--avoided" not in line
+    assert script.index('pyz" triage ') < script.index('exit "$rc"\n')
+    assert "trap '' TERM" in script  # the requeue's SIGTERM waits for its record
+    off = script_of(tmp_path, base + "slurm: {requeue: false}\n")
+    assert 'pyz" triage ' not in off and " marks " not in off
+    assert 'pyz" triage ' not in script_of(tmp_path, "command: t\nretry: {max_attempts: 1}\n")
+
+
+def test_the_nodes_and_diagnosis_a_job_recorded_are_kept_as_hosts(tmp_path):
+    from anylaunch.backends.slurm import continuation
+    from anylaunch.state import State
+    from anylaunch.store import JobRecord
+
+    (tmp_path / "attempts.jsonl").write_text(
+        '{"attempt": 1, "ended_at": 70, "state": "FAILED", "exit_code": 1,'
+        ' "diagnosis": {"code": "HARDWARE_GPU", "node": "n1"}, "next": "avoiding n1"}\n'
+        '{"attempt": 2, "avoided": ["n1", 7]}\n'
+        '{"attempt": 3, "diagnosis": {"code": "NCCL_TIMEOUT", "node": ["x"]}}\n'
+    )
+    job = JobRecord(id="j", name="n", backend="slurm", state=State.RUNNING, job_dir=str(tmp_path))
+    first, second, third = continuation.read(job)
+    assert first["diagnosis"]["node"] == "n1" and first["exit_code"] == 1
+    assert second == {"attempt": 2, "avoided": ["n1", "7"]}
+    assert third["diagnosis"]["node"] is None

@@ -12,6 +12,7 @@ GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 NODE_GROUP_ID = "ng-h100-pool-7x2k"
 NODE_GROUP_NAME = "h100-pool"
 SHARED_POOL = "shared"
+NODE_GPUS = 8  # GPUs of each node
 
 
 def node_groups(workspace: str) -> list[dict[str, Any]]:
@@ -59,7 +60,7 @@ def nodes(node_group_id: str) -> list[dict[str, Any]]:
                 "local_ip": f"10.50.111.{20 + i}",
                 "resource": {
                     "cpu": {"type": "x86", "total": 224},
-                    "gpu": {"product": GPU_PRODUCT, "allocated": 0, "total": 8},
+                    "gpu": {"product": GPU_PRODUCT, "allocated": 0, "total": NODE_GPUS},
                     "memory": {"total": 2048 * 1024},
                 },
             },

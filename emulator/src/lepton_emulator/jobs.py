@@ -171,15 +171,17 @@ class JobRun:
         if self.state in TERMINAL or self.state in ("Stopping", "Deleting"):
             return
         if self.state == "Queueing":
-            if self.fault("stuck_queue"):
+            unplaced = self._unplaceable()
+            if self.fault("stuck_queue") or unplaced:
                 if int(now - self.since) + 1 > self.events.get(
                     ("FailedScheduling", self.id), {}
                 ).get("count", 0):
                     self.event(
                         "Warning",
                         "FailedScheduling",
-                        f"0/4 nodes are available: {self.workers} Insufficient nvidia.com/gpu;"
-                        " preemption: not eligible",
+                        unplaced
+                        or f"0/4 nodes are available: {self.workers} Insufficient"
+                        " nvidia.com/gpu; preemption: not eligible",
                     )
                 return
             self.move("Starting")
@@ -209,16 +211,43 @@ class JobRun:
                 self.running_since = now
             self.move("Running")
 
+    def _nodes(self) -> tuple[list[str], list[str]]:
+        """The ids of the nodes of the job's node group (or the shared pool), and of those
+        its affinity allows (`allowed_nodes_in_node_group`; every one when it names none)."""
+        affinity = self.spec.get("affinity") or {}
+        groups = affinity.get("allowed_dedicated_node_groups") or []
+        every = [
+            n["metadata"]["id"] for n in catalog.nodes(groups[0] if groups else catalog.SHARED_POOL)
+        ]
+        named = affinity.get("allowed_nodes_in_node_group")
+        return every, [n for n in every if n in named] if named else every
+
+    def _unplaceable(self) -> str | None:
+        """Why the workers do not fit on the allowed nodes, as the scheduler says it (a
+        replica takes its shape's GPUs of a node's 8); None when they fit. Other jobs'
+        replicas are not counted: each job has the node group to itself here."""
+        every, allowed = self._nodes()
+        shape = catalog.shape(str(self.spec.get("resource_shape") or "")) or {}
+        gpus = int((shape.get("spec") or {}).get("accelerator_num") or 0)
+        per_node = catalog.NODE_GPUS // gpus if gpus else self.workers
+        if len(allowed) * per_node >= self.workers:
+            return None
+        other = len(every) - len(allowed)
+        return (
+            f"0/{len(every)} nodes are available: {other} node(s) didn't match Pod's node"
+            f" affinity/selector, {len(allowed)} Insufficient nvidia.com/gpu."
+            " preemption: not eligible"
+        )
+
     def _schedule(self) -> None:
-        """Place the workers on nodes and start the ones that can start."""
-        groups = (self.spec.get("affinity") or {}).get("allowed_dedicated_node_groups") or []
-        nodes = catalog.nodes(groups[0] if groups else catalog.SHARED_POOL)
+        """Place the workers on the allowed nodes, in turn, and start the ones that can."""
+        _, nodes = self._nodes()
         addresses = sandbox.job_addresses(self.slot, self.workers)
         for i in range(self.workers):
             replica = Replica(
                 id=f"{self.id}-{i}-{suffix(5)}",
                 index=i,
-                node=nodes[i % len(nodes)]["metadata"]["id"],
+                node=nodes[i % len(nodes)],
                 address=addresses[i],
             )
             replica.blocked = self._blocked_reason(i)

@@ -48,13 +48,14 @@ class Capabilities:
     # The job can run from a snapshot of a folder of this machine (`snapshot:`, see
     # `Plan.snapshot`); a backend that runs only what its image holds cannot.
     snapshot: bool = False
-    # A job continues itself past a time limit, from inside its allocation (a Slurm job
-    # requeues itself): its controller on this host is started only when an attempt
-    # ends otherwise, by the command that sees it end. Elsewhere a job with a retry
-    # policy gets its controller when it is sent.
+    # A job continues itself from inside its allocation, past a time limit and after a
+    # failure its policy retries (a Slurm job requeues itself): its controller on this
+    # host is started only when the job ends otherwise, by the command that sees it
+    # end. Elsewhere a job with a retry policy gets its controller when it is sent.
     continues_in_job: bool = False
     # The next attempt can be kept off named nodes (Slurm: --exclude; Lepton: the node
-    # group's other nodes); elsewhere a failure attributed to a node is only noted.
+    # group's other nodes, for a job on one: `can_keep_off`); elsewhere a failure
+    # attributed to a node is only noted.
     avoids_nodes: bool = False
 
 
@@ -270,6 +271,12 @@ class Backend(ABC):
         attempt avoids it. Default: none known."""
         return []
 
+    def can_keep_off(self, job: JobRecord) -> bool:
+        """Whether this job's next attempt can be kept off named nodes. Default: the
+        backend's `Capabilities.avoids_nodes` (a backend that can for some jobs only says
+        which)."""
+        return self.capabilities.avoids_nodes
+
     def keep_off(self, spec: JobSpec, ctx: PlanContext, hosts: Sequence[str]) -> PlanContext:
         """The context of an attempt that must not run on `hosts` (where an earlier one
         failed), for a backend that can keep a job off nodes (`Capabilities.avoids_nodes`).
@@ -282,6 +289,13 @@ class Backend(ABC):
         outlives the job. A workflow step reads an earlier step's output in place when
         both name the same one (otherwise it downloads it from S3). Default: none."""
         return None
+
+
+class NoNodeLeft(BackendError):
+    """Every node the job could run on is one an earlier attempt failed on (`keep_off`):
+    no attempt is sent, and the job ends as its last attempt did."""
+
+    code = "NO_NODE_LEFT"
 
 
 class NotReachable(BackendError):

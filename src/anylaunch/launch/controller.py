@@ -1,7 +1,8 @@
 """The detached process that carries out a job's retry policy on this host
 (`python -m anylaunch.launch.controller JOB`), for backends whose jobs do not continue
-themselves (local, Lepton, SkyPilot; a Slurm job requeues itself from inside its
-allocation, see backends/slurm/continuation.py).
+themselves (local, Lepton, SkyPilot). A Slurm job requeues itself from inside its
+allocation (backends/slurm/continuation.py); this controller is its backstop, for a
+failure the job left as it ended, and acts only on an attempt with no decision recorded.
 
 It holds the job in the store (`claim_keeper`: one live controller at most) and, each
 time the job's current attempt has ended:
@@ -28,7 +29,7 @@ import os
 import sys
 import time
 
-from anylaunch.backends.base import Backend, get_backend
+from anylaunch.backends.base import Backend, NoNodeLeft, get_backend
 from anylaunch.errors import AnylaunchError, JobNotFound
 from anylaunch.jobfile.spec import JobSpec
 from anylaunch.launch import pipeline
@@ -107,8 +108,8 @@ def _decide(record: JobRecord, current: Attempt, impl: Backend, store: Store) ->
     )
     why = decision.why
     blamed = policy.blamed_node(diagnosis, hosts)
-    if blamed is not None and not impl.capabilities.avoids_nodes:
-        why += f"; {record.backend} cannot keep a job off a node, so {blamed} may be used again"
+    if blamed is not None and not impl.can_keep_off(record):
+        why += f"; {record.backend} cannot keep this job off a node, so {blamed} may be used again"
     store.end_attempt(
         record.id,
         current.number,
@@ -150,15 +151,20 @@ def _spec(record: JobRecord, number: int) -> JobSpec:
 def _send_next(record: JobRecord, current: Attempt, impl: Backend, store: Store) -> None:
     """Open the next attempt in the store, then send it."""
     number = current.number + 1
-    avoid = policy.next_avoided(current.avoided, current.diagnosis)
+    # Recorded as avoided only where the backend keeps the job off them.
+    can = impl.can_keep_off(record)
+    avoid = policy.next_avoided(current.avoided, current.diagnosis) if can else []
     resolved = resolve(_spec(record, number), impl)
-    batch = pipeline.render(
-        resolved,
-        store,
-        [(record.split_id, record.id)],
-        run_id=record.run_id,
-        avoid=avoid if impl.capabilities.avoids_nodes else (),
-    )
+    try:
+        batch = pipeline.render(
+            resolved, store, [(record.split_id, record.id)], run_id=record.run_id, avoid=avoid
+        )
+    except NoNodeLeft as exc:  # nowhere to go: the job ends as its last attempt did
+        print(f"job {record.id}: attempt {number} not sent: {exc.message}", flush=True)
+        if current.state is not None:
+            detail = f"attempt {current.number}: attempt {number} not sent: {exc.message}"
+            store.transition(record.id, current.state, exit_code=current.exit_code, detail=detail)
+        return
     plan = batch.records[0].plan
     detail = f"attempt {number}: {current.next}"
     if not store.begin_attempt(record.id, number, plan, avoided=avoid, detail=detail):
@@ -186,7 +192,7 @@ def _unsent(record: JobRecord, impl: Backend, store: Store) -> bool:
         [(record.split_id, record.id)],
         run_id=record.run_id,
         recorded=True,
-        avoid=avoid if impl.capabilities.avoids_nodes else (),
+        avoid=avoid if impl.can_keep_off(record) else (),
     )
     store.set_plan(record.id, batch.records[0].plan)
     print(f"job {record.id}: sending attempt {number} (after a crash)", flush=True)

@@ -2,8 +2,9 @@
 poll does when one of their attempts ends, and starting the controller.
 
 A job with `retry: {max_attempts: N > 1}` has a controller (started when the job is
-sent; on a backend whose jobs continue themselves past a time limit, Slurm's
-`Capabilities.continues_in_job`, only once an attempt ends otherwise): a detached
+sent; on a backend whose jobs continue themselves from inside their allocation,
+Slurm's `Capabilities.continues_in_job`, only once the job ends in a failure it did
+not continue past): a detached
 process (`python -m anylaunch.launch.controller JOB`) that holds the job in the store, and at the end of each attempt diagnoses it, records the
 diagnosis, and either makes the next attempt or ends the job. A poll by any other
 process that sees an attempt end records that end on the attempt, never on the job (the

@@ -173,6 +173,11 @@ def _attempt_ends(
         if not retries.kept(job, impl):
             continue
         del out[job.id]
+        if seen.attempts:
+            # The attempts a job made of itself come first: the one that ended is its
+            # newest, never one it already continued past.
+            store.apply([Update(job.id, attempts=tuple(dict(a) for a in seen.attempts))])
+            job = store.get(job.id)
         number = retries.number(job)
         detail = retries.ended_detail(number, seen.state.value, seen.exit_code)
         store.attempt_ended(job.id, number, seen.state, seen.exit_code, detail)

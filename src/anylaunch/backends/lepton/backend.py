@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
@@ -23,6 +24,7 @@ from anylaunch.backends.base import (
     Credential,
     Found,
     LogSource,
+    NoNodeLeft,
     Observation,
     PlanContext,
     Submitted,
@@ -53,7 +55,7 @@ class LeptonBackend(Backend):
     section: ClassVar[type[BaseModel] | None] = LeptonSection
     # Every replica runs in the job's image: staging and resuming run there too.
     capabilities: ClassVar[Capabilities] = Capabilities(
-        steps_in_image=frozenset({"stage-in", "resume"})
+        steps_in_image=frozenset({"stage-in", "resume"}), avoids_nodes=True
     )
     credentials: ClassVar[tuple[Credential, ...]] = (
         Credential(
@@ -163,10 +165,11 @@ class LeptonBackend(Backend):
                     _drop_secrets(client, plan.payload, plan.secret_env)
                 raise
         native = created.metadata.id or ""
+        number = lepton_plan.attempt_of(plan.payload)
         return native, {
             "name": plan.name,
-            "attempt": 1,
-            "attempts": [{"attempt": 1, "native_id": native, "name": plan.name}],
+            "attempt": number,
+            "attempts": [{"attempt": number, "native_id": native, "name": plan.name}],
         }
 
     def poll(self, jobs: Sequence[JobRecord]) -> dict[str, Observation]:
@@ -301,6 +304,51 @@ class LeptonBackend(Backend):
             )
         return found
 
+    def hosts(self, job: JobRecord) -> list[str]:
+        """The nodes the job's replicas ran on, worker 0 first (the replicas' own word);
+        none when the API does not say."""
+        from anylaunch.errors import AnylaunchError
+
+        if not job.native_id or job.native_id.startswith(PENDING_PREFIX):
+            return []
+        try:
+            with self._client() as client:
+                replicas = client.replicas(job.native_id)
+        except AnylaunchError:
+            return []
+        by_index: dict[int, str] = {}
+        for replica in replicas:
+            index = wire.replica_index(replica.id, job.native_id)
+            node = replica.status.node if replica.status else None
+            if index is not None and node is not None and (node.id or node.name):
+                by_index[index] = str(node.id or node.name)
+        if sorted(by_index) != list(range(len(by_index))):
+            return []  # a worker's node is missing: no index names a node reliably
+        return [by_index[i] for i in range(len(by_index))]
+
+    def can_keep_off(self, job: JobRecord) -> bool:
+        """Only a job on a dedicated node group: its node affinity lists the group's nodes
+        it may use (LeptonResourceAffinity has an allow-list, no exclusion)."""
+        spec = job.plan.get("payload", {}).get("spec") or {}
+        return bool((spec.get("affinity") or {}).get("allowed_dedicated_node_groups"))
+
+    def keep_off(self, spec: JobSpec, ctx: PlanContext, hosts: Sequence[str]) -> PlanContext:
+        """The next attempt's affinity allows the node group's nodes but `hosts`, listed
+        as the SDK's CLI lists them (`GET /dedicated-node-groups/{id}/nodes`)."""
+        group = ctx.values.get("node_group_id")
+        if not group or not hosts:
+            return ctx
+        with self._client() as client:
+            nodes = [n.metadata.id for n in client.nodes(group) if n.metadata.id]
+        allowed = [n for n in nodes if n not in set(hosts)]
+        if not allowed:
+            raise NoNodeLeft(
+                f"every node of node group {group} is one an earlier attempt failed on"
+                f" ({', '.join(hosts)}): report them to the workspace's admins, then"
+                " submit the job again"
+            )
+        return replace(ctx, values={**ctx.values, "allowed_nodes": allowed})
+
     def native_signals(self, job: JobRecord) -> list[str]:
         """The job's Kubernetes events as lines for diagnosis (OOMKilled, image pulls, ...)."""
         if not job.native_id:
@@ -364,7 +412,9 @@ class LeptonBackend(Backend):
             with self._client() as client:
                 for number, attempt in enumerate(attempts):
                     native = attempt["native_id"]
-                    if number:  # earlier attempts stay visible, so the log only grows
+                    # Earlier attempts stay visible, so the log only grows; a controller's
+                    # later attempt (a job of its own) is marked as the attempt it is.
+                    if number or attempt.get("attempt", 1) > 1:
                         for lines in texts.values():
                             lines.append(attempt_mark(attempt["attempt"], native))
                     for _, labels, line in client.job_log_lines(native, job.created_at):

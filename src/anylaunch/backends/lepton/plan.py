@@ -113,7 +113,11 @@ def render(spec: JobSpec, ctx: PlanContext) -> Plan[LeptonPayload]:
         spec=wire.JobUserSpec(
             resource_shape=values["shape"],
             affinity=(
-                wire.Affinity(allowed_dedicated_node_groups=[values["node_group_id"]])
+                wire.Affinity(
+                    allowed_dedicated_node_groups=[values["node_group_id"]],
+                    # kept off the nodes where earlier attempts failed (backend.keep_off)
+                    allowed_nodes_in_node_group=values.get("allowed_nodes") or None,
+                )
                 if values.get("node_group_id")
                 else None
             ),
@@ -239,6 +243,15 @@ def for_attempt(payload: dict[str, Any], job_id: str, attempt: int) -> dict[str,
         if env["name"] == "ANYLAUNCH_ATTEMPT":
             env["value"] = str(attempt)
     return body
+
+
+def attempt_of(payload: LeptonPayload | dict[str, Any]) -> int:
+    """The attempt a body is (its ANYLAUNCH_ATTEMPT: a controller's later attempt is sent
+    as a new job); 1 when it says none."""
+    for env in payload["spec"].get("envs") or []:
+        if env.get("name") == "ANYLAUNCH_ATTEMPT" and str(env.get("value") or "").isdigit():
+            return max(int(env["value"]), 1)
+    return 1
 
 
 def describe(plan: Plan[LeptonPayload]) -> str:

@@ -1,4 +1,5 @@
-"""A Slurm job that continues itself past its time limit, from inside its allocation.
+"""A Slurm job that continues itself from inside its allocation: past its time limit,
+and after any failure its retry policy retries.
 
 With `retry:` allowing another attempt after a time limit (TIME_LIMIT among the classes
 it retries), the batch shell, once the early signal has reached the ranks (they save a
@@ -16,6 +17,28 @@ instead of replacing it; `sacct` shows the latest run and, with `--duplicates`, 
 earlier one as REQUEUED. The cost: Slurm holds a requeued job back before it may start
 again (its begin time is set about two minutes ahead, the credential lifetime).
 
+After any other failure (srun ended non-zero, attempts remain), the batch shell runs
+the in-job runtime's `triage` (node/runtime/triage.py): it reads the lines this attempt
+added to each node's log with the diagnosis's own rule table, and when a rule names a
+class that `retry.on` retries, the job requeues itself the same way. A failure no rule
+names outright (only an exit status speaks) is left as it ended: the next anylaunch
+command diagnoses it in full, and its controller (launch/controller.py) makes the next
+attempt if the policy retries it. That controller acts only on an attempt whose end no
+decision was recorded for, so an attempt the job continued itself is never sent again.
+
+Keeping the next attempt off a node (a GPU Xid, a host memory error, an InfiniBand
+error on one node): a running job's ExcNodeList cannot be changed ("Job is no longer
+pending execution"), but the requeued job is pending at once, and its owner may update
+it then: `triage` asks for the requeue, then `scontrol update JobId=... ExcNodeList=...`
+with every node avoided so far, before the batch shell ends (it ignores the SIGTERM
+the requeue sends it for that long; Slurm kills what is left only after KillWait). The
+list stays with the job through later requeues. Resubmitting with `--exclude` and
+`--dependency=afterany:<self>` would do the same at the cost of a new Slurm job id per
+attempt, a second copy of the script and of its secrets in the new job's environment,
+and a poll that must follow the chain; the requeue keeps all of it in one job.
+Slurm's hold on a requeued job (two minutes) serves as the backoff when the policy
+asks for less; a longer backoff moves the job's StartTime.
+
 Each run writes what it knows of its attempt to `attempts.jsonl` in the job's folder
 (when it started, on which nodes; how it ended and why the next one follows); the
 backend reads it when it polls, and `status` shows every attempt. It is the job's own
@@ -27,6 +50,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from anylaunch.node.shell import word
 from anylaunch.observe.diagnose import policy
 from anylaunch.observe.diagnose.classes import BY_CODE
 from anylaunch.state import State
@@ -41,6 +65,7 @@ FILE = "attempts.jsonl"
 MARGIN_S = 3
 _LIMIT = 1 << 18  # bytes of the file read: a job's own writing must stay small
 _KEYS = ("started_at", "ended_at", "exit_code", "next")
+_HOST = 200  # characters kept of a host name the job wrote
 
 
 def max_attempts(spec: JobSpec) -> int | None:
@@ -56,12 +81,71 @@ def max_attempts(spec: JobSpec) -> int | None:
     return retry.max_attempts
 
 
+def failure_attempts(spec: JobSpec) -> int | None:
+    """How many attempts the job may make in all, when it continues itself after a
+    failure its policy retries (a retry policy of two attempts or more, on a job Slurm
+    may requeue); else None."""
+    retry, section = spec.retry, spec.slurm
+    if retry is None or retry.max_attempts < 2 or (section is not None and not section.requeue):
+        return None
+    return retry.max_attempts
+
+
+def continues(spec: JobSpec) -> bool:
+    """Whether the job continues itself in any way (it then records its attempts)."""
+    return bool(max_attempts(spec) or failure_attempts(spec))
+
+
+def marks_line(runtime_word: str, python: str) -> str:
+    """Before srun: where this attempt's lines begin in each node's log."""
+    return (
+        f'anylaunch_marks=$({word(python)} -I -S {runtime_word} marks "$ANYLAUNCH_JOB_DIR/logs"'
+        " 2>/dev/null)"
+    )
+
+
+def failure_lines(
+    spec: JobSpec, runtime_word: str, python: str, exclude: list[str], hung_rc: int | None
+) -> list[str]:
+    """After srun: a failed attempt continues the job when its policy retries the
+    failure (triage.py); the batch shell then ends, the job requeued."""
+    most = failure_attempts(spec)
+    if not most or spec.retry is None:
+        return []
+    retry = spec.retry
+    argv = [
+        word(python), "-I", "-S", runtime_word, "triage",
+        '--job-dir "$ANYLAUNCH_JOB_DIR" --slurm-job-id "$SLURM_JOB_ID"',
+        f'--attempt "$ANYLAUNCH_ATTEMPT" --most {most} --rc "$rc"',
+        f"--on {word(','.join(sorted(policy.classes(retry.on))))}",
+        f"--said {word(policy.said_of(retry.on))}",
+        f"--backoff {retry.backoff:g} --max-backoff {retry.max_backoff:g}",
+        '--nodes "$anylaunch_hosts" --marks "${anylaunch_marks:-}"',
+    ]  # fmt: skip
+    if exclude:
+        argv.append(f"--avoided {word(','.join(exclude))}")
+    if hung_rc is not None:
+        argv.append(f"--hung-rc {hung_rc}")
+    return [
+        "# A failed attempt: the job requeues itself when retry: retries what its logs name",
+        "# (continuation.py); the requeue's SIGTERM waits until that is recorded.",
+        f'if [ "$rc" != 0 ] && [ -z "${{continue_pid:-}}" ] && [ "$ANYLAUNCH_ATTEMPT" -lt {most} ]'
+        f" && [ -f {runtime_word} ]; then",
+        "  trap '' TERM",
+        f'  {" ".join(argv)} && exit "$rc"',
+        "  trap - TERM",
+        "fi",
+    ]
+
+
 def start_lines() -> list[str]:
     """The batch shell's record of the attempt it runs."""
     return [
         "# This attempt, as the job records it for `anylaunch status` (see continuation.py).",
         'anylaunch_nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null'
         " | sed 's/.*/\"&\"/' | paste -sd, -)",
+        'anylaunch_hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null'
+        " | paste -sd, -)",
         'echo "{\\"attempt\\": $ANYLAUNCH_ATTEMPT, \\"started_at\\": $(date +%s),'
         f' \\"nodes\\": [$anylaunch_nodes]}}" >> "$ANYLAUNCH_JOB_DIR/{FILE}"',
     ]
@@ -126,9 +210,10 @@ def read(job: JobRecord) -> tuple[dict[str, Any], ...]:
             value = item.get(key)
             if isinstance(value, int | float | str) and not isinstance(value, bool):
                 one[key] = str(value)[:500] if key == "next" else value
-        nodes = item.get("nodes")
-        if isinstance(nodes, list):
-            one["nodes"] = [str(n)[:200] for n in nodes[:MAX_HOSTS]]
+        for key in ("nodes", "avoided"):
+            hosts = item.get(key)
+            if isinstance(hosts, list):
+                one[key] = [str(n)[:_HOST] for n in hosts[:MAX_HOSTS]]
         if item.get("state") in {s.value for s in State}:
             one["state"] = State(item["state"])
         said = item.get("diagnosis")
@@ -136,5 +221,7 @@ def read(job: JobRecord) -> tuple[dict[str, Any], ...]:
         if code in BY_CODE:
             known = BY_CODE[code]
             keys = ("code", "err_class", "retryable", "cause", "suggestion")
-            one["diagnosis"] = {**{k: getattr(known, k) for k in keys}, "node": None}
+            node = said.get("node") if isinstance(said, dict) else None
+            named = str(node)[:_HOST] if isinstance(node, str) and node else None
+            one["diagnosis"] = {**{k: getattr(known, k) for k in keys}, "node": named}
     return tuple(found[n] for n in sorted(found))

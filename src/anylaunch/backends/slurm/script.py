@@ -253,15 +253,15 @@ def setup(job: Job) -> list[str]:
             f"# The in-job runtime ({', '.join(steps)}), carried in this script.",
             runtime.write_shell(RUNTIME_WORD, None, first, job.stage_python),
         ]
-    elif spec.notify:
+    elif spec.notify or continuation.failure_attempts(spec):
         out += [
             "",
-            "# The in-job runtime, for notify: alone (without python3 here, the next poll",
-            "# on the submitting side announces the job's end).",
+            "# The in-job runtime, for notify: or a failed attempt's triage alone (without",
+            "# python3 here, the next poll on the submitting side does their work).",
             runtime.write_shell(RUNTIME_WORD, None, "notify", job.stage_python, needed=False),
         ]
     out += ["", *_resume(job)]
-    if continuation.max_attempts(spec):
+    if continuation.continues(spec):
         out += continuation.start_lines()
     if job.staging:
         # Inputs land once on the shared filesystem (the cache, or the job's directory)
@@ -428,6 +428,11 @@ def launch(job: Job) -> list[str]:
         f"read -r -d '' ANYLAUNCH_TASK <<'{tag}' || true",
         body,
         tag,
+        *(
+            [continuation.marks_line(RUNTIME_WORD, job.stage_python)]
+            if continuation.failure_attempts(job.spec)
+            else []
+        ),
         *_start_waiter(words(srun) + ' bash -c "$ANYLAUNCH_TASK"', s.signal if s.time else None),
     ]
     if s.time and s.signal:
@@ -448,6 +453,8 @@ def launch(job: Job) -> list[str]:
         )
     if continuation.max_attempts(job.spec):
         out += continuation.end_lines()
+    hung = live.EXIT_HUNG if job.spec.watchdog is not None else None
+    out += continuation.failure_lines(job.spec, RUNTIME_WORD, job.stage_python, job.exclude, hung)
     if job.staging and job.spec.outputs:
         out += [
             "# Stage-out: outputs to S3, after failures too; its failure fails a successful job.",

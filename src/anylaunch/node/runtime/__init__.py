@@ -5,7 +5,9 @@ job's image needs `python3` and nothing else: no anylaunch, no boto3, no pip. Ea
 one job: `s3` (the signed S3 client), `cache` (the validated shared-filesystem cache),
 `download` and `upload` (transfers through them), `progress` (the log lines), `stage`
 (stage-in and stage-out from the manifest), `checkpoint` (the checkpoint to resume
-from, the recipe that names it) and `main` (the command line).
+from, the recipe that names it), `triage` (a failed attempt read with `rules_table`, the
+diagnosis's rules generated as data: does the job continue itself?) and `main` (the
+command line).
 
 They travel as one file, `anylaunch_job.pyz`, and run as
 `python3 -I -S anylaunch_job.pyz STEP ARGS` (`-I -S`: the user's PYTHONPATH,

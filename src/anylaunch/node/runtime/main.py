@@ -5,6 +5,7 @@
     python3 -I -S anylaunch_job.pyz fill-recipe FILE DEFAULT # restore_from.path in a recipe
     python3 -I -S anylaunch_job.pyz enter|stack|watch|pipe|signal ... # a live job (see live.py)
     python3 -I -S anylaunch_job.pyz notify ...               # the job's end announced (notify.py)
+    python3 -I -S anylaunch_job.pyz marks|triage ...         # a failed attempt (triage.py)
 
 Staging's modules are imported only when a staging step runs: `newest` and
 `fill-recipe` run before the program on every attempt.
@@ -19,7 +20,7 @@ from .checkpoint import fill_recipe, newest_checkpoint
 
 USAGE = (
     "usage: anylaunch_job.pyz stage in|out MANIFEST | newest DIR | fill-recipe FILE DEFAULT"
-    " | enter|stack|watch|pipe|signal ... | notify ..."
+    " | enter|stack|watch|pipe|signal ... | notify ... | marks|triage ..."
 )
 
 
@@ -69,6 +70,10 @@ def main(argv: list[str]) -> int:
         from .live import main as live
 
         return live(argv)
+    if argv[:1] in (["marks"], ["triage"]):
+        from .triage import main as triage
+
+        return triage(argv)
     if argv[:1] == ["notify"]:
         from .notify import in_job
 

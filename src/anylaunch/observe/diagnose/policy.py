@@ -59,6 +59,11 @@ def classes(on: Sequence[str] | None) -> frozenset[str]:
     return frozenset(found - NEVER)
 
 
+def said_of(on: Sequence[str] | None) -> str:
+    """How a policy's `on:` reads in the reason given for a decision."""
+    return "retry.on: " + (", ".join(on) if on else "the retryable classes")
+
+
 def backoff(policy: Mapping[str, Any], attempt: int) -> float:
     """Seconds to wait before the attempt after `attempt`: `backoff`, doubled for each
     attempt after the first, never more than `max_backoff`."""
@@ -100,7 +105,7 @@ def decide(
     code = str(diagnosis.get("code") or "UNKNOWN")
     on = policy.get("on")
     retried = classes(on)
-    said = "retry.on: " + (", ".join(on) if on else "the retryable classes")
+    said = said_of(on)
     avoid = list(dict.fromkeys(str(h) for h in avoided))
     blamed = blamed_node(diagnosis, hosts)
     if blamed is not None and blamed not in avoid:
