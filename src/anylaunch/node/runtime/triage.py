@@ -37,8 +37,8 @@ REQUEUE_HOLD_S = 120
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 
 _RULES = [
-    (code, strength, re.compile(pattern, re.IGNORECASE if nocase else 0), words, blames)
-    for code, strength, pattern, nocase, words, blames in RULES
+    (code, strength, re.compile(pattern, re.IGNORECASE if nocase else 0), words, blames, generic)
+    for code, strength, pattern, nocase, words, blames, generic in RULES
 ]
 _IGNORE = re.compile(IGNORE, re.IGNORECASE)
 _PREFIX = re.compile(PREFIX)
@@ -58,19 +58,23 @@ class Found:
 
 def rule_of(text: str) -> tuple[str, int, bool] | None:
     """The rule one line matches: (class, strength, blames its node), as the diagnosis's
-    `rules.classify` finds it (the first strong rule, else the first weak one)."""
+    `rules.classify` finds it (the first strong rule, else the first weak one; a generic
+    rule yields to a weak one before it)."""
     if _IGNORE.search(text):
         return None
     body = _PREFIX.sub("", text, count=1)
     lower = text.lower()
     weak = None
-    for code, strength, pattern, words, blames in _RULES:
+    for code, strength, pattern, words, blames, generic in _RULES:
         if words is not None and not any(w in lower for w in words):
             continue
         if pattern.search(text) or (body != text and pattern.search(body)):
-            if strength == STRONG:
+            if strength != STRONG:
+                weak = weak or (code, strength, blames)
+            elif generic and weak is not None:
+                return weak  # the exception's class alone: the cascade its message names
+            else:
                 return code, strength, blames
-            weak = weak or (code, strength, blames)
     return weak
 
 

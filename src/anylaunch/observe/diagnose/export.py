@@ -39,7 +39,15 @@ def blames(rule: rules.Rule) -> bool:
 def source() -> str:
     """The text of the generated module."""
     table = [
-        (r.code, r.strength, r.pattern.pattern, bool(r.pattern.flags & 2), r.words, blames(r))
+        (
+            r.code,
+            r.strength,
+            r.pattern.pattern,
+            bool(r.pattern.flags & 2),
+            r.words,
+            blames(r),
+            r.generic,
+        )
         for r in rules.RULES
     ]
     parts = [
@@ -52,8 +60,9 @@ def source() -> str:
         "# The launchers' prefixes before a line, outermost first, and what each numbers.\n",
         f"LINE_PREFIXES = {tuple((p.pattern, what) for p, what in lines._PREFIXES)!r}\n",
         "# (class, strength, pattern, ignore case, words: a line with none of them cannot\n",
-        "# match, whether the failure is pinned on the node whose log shows it)\n",
-        "RULES: list[tuple[str, int, str, bool, tuple[str, ...] | None, bool]] = [\n",
+        "# match, whether the failure is pinned on the node whose log shows it, generic: an\n",
+        "# exception's class alone, which yields to a weak rule naming a cascade on the line)\n",
+        "RULES: list[tuple[str, int, str, bool, tuple[str, ...] | None, bool, bool]] = [\n",
         *(f"    {row!r},\n" for row in table),
         "]\n",
     ]
