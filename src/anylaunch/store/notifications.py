@@ -77,6 +77,18 @@ class NotificationTables(Tables):
             )
         return Claim(job_id, target, tries, wait_s)
 
+    def notification_held(self, job_id: str, target: int) -> bool:
+        """Whether a live process is sending the target's announcement right now."""
+        row = self._db.execute(
+            "SELECT status, sender FROM notifications WHERE job_id = ? AND target = ?",
+            (job_id, target),
+        ).fetchone()
+        return (
+            row is not None
+            and row["status"] == "sending"
+            and alive(json.loads(row["sender"] or "null"))
+        )
+
     def notification_sent(self, claim: Claim, state: str, by: str) -> None:
         """The receiver took it (or the job itself says it delivered it: a receipt)."""
         self._finish(claim, "sent", state=state, by=by, error=None, next_at=0.0)
