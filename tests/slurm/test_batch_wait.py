@@ -29,10 +29,18 @@ pytestmark = pytest.mark.usefixtures("spawns")
 
 # srun's stand-in: writes its pid where the test looks, then ends with SRUN_EXIT after
 # SRUN_MICROS. As the `--overlap` step the batch shell starts to pass on the early
-# signal, it sends USR1 to the main one, as that step does to the ranks that handle it. In `checkpoint` mode it ends with 42 as soon as USR1 reaches it, as a
-# program that checkpoints and exits would; otherwise it lets USR1 pass, as srun does.
+# signal, it sends USR1 to the main one, as that step does to the ranks that handle it;
+# in `unhandled` mode it finds no rank that handles it and looks again until the limit or
+# it is told to stop. In `checkpoint` mode the main one ends with 42 as soon as USR1 reaches it,
+# as a program that checkpoints and exits would; otherwise it lets USR1 pass, as srun does.
 FAKE_SRUN = r"""#!/bin/bash
 case " $* " in *" --overlap "*)  # the step that passes the early signal to the ranks
+  if [ "${SRUN_MODE:-}" = unhandled ]; then  # no rank handles it: looks until the limit
+    trap 'kill "$!"; exit 0' USR2  # the batch shell's word to stop (live.STOP_LOOKING)
+    sleep 60 >/dev/null 2>&1 &
+    wait "$!"
+    exit 0
+  fi
   kill -USR1 "$(cat "$SRUN_PID_FILE")" 2>/dev/null; exit 0;;
 esac
 started() { echo "$$" > "$SRUN_PID_FILE.tmp" && mv "$SRUN_PID_FILE.tmp" "$SRUN_PID_FILE"; }
@@ -158,6 +166,20 @@ def test_the_early_signal_still_reaches_srun_while_the_batch_shell_waits(shell, 
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 42, out  # the program's own exit after its checkpoint
     assert time.monotonic() - sent < 10
+    assert "passing it to the ranks that handle it" in out
+
+
+def test_a_program_that_handles_no_early_signal_ends_the_job_when_it_ends(shell, tmp_path):
+    # The step passing the signal on looks for a rank that handles it until the limit:
+    # the batch shell, and the allocation, must not wait for it once the program ended.
+    pid_file = tmp_path / "srun.pid"
+    proc = shell(pid_file, SRUN_MODE="unhandled", SRUN_EXIT="0", SRUN_MICROS="2000000")
+    _started(pid_file, proc)
+    proc.send_signal(signal.SIGUSR1)
+    started = time.monotonic()
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert time.monotonic() - started < 15, out
     assert "passing it to the ranks that handle it" in out
 
 

@@ -441,6 +441,8 @@ def launch(job: Job) -> list[str]:
         f' first" >&2; rc={EXIT_STATUS_LOST}',
         "fi",
     ]
+    if s.time and s.signal:
+        out += _end_forwarding()
     if job.spec.watchdog is not None:
         out.append(
             f'wait "$watch_pid"; [ "$?" = {live.EXIT_HUNG} ] && rc={live.EXIT_HUNG}'
@@ -497,6 +499,11 @@ def _forward_signal(job: Job) -> list[str]:
     the step instead, as a shell's `trap ''` does, is inherited by every rank, and
     Lightning's SLURMEnvironment then counts the ignored signal as a handler already
     there and does not install its requeue handler.
+
+    That step looks again until a rank handles the signal, up to the limit (ranks may
+    still be starting), so it runs in the background: waiting for it in the trap would
+    hold the batch shell, and with it the allocation, until the limit after a program
+    that handles no signal has ended (`_end_forwarding` stops it once srun has ended).
     """
     s = job.section
     step: list[Word] = [
@@ -509,17 +516,23 @@ def _forward_signal(job: Job) -> list[str]:
         ' to the ranks that handle it"'
     )
     most = continuation.max_attempts(job.spec)
-    if most:  # the job continues itself after the limit (continuation.py)
-        return [
-            *continuation.continue_lines(most),
-            f"forward_signal() {{ {say}; continue_job; {words(step)}; }}",
-            f"trap forward_signal {s.signal}",
-            'if [ "$early_signal" = 1 ]; then forward_signal; fi',
-        ]
+    # The job continues itself after the limit (continuation.py).
+    then = "continue_job; " if most else ""
     return [
-        f"forward_signal() {{ {say}; {words(step)}; }}",
+        *(continuation.continue_lines(most) if most else []),
+        f'forward_signal() {{ {say}; {then}{words(step)} & forward_pids="$forward_pids $!"; }}',
+        'forward_pids=""',
         f"trap forward_signal {s.signal}",
         'if [ "$early_signal" = 1 ]; then forward_signal; fi',
+    ]
+
+
+def _end_forwarding() -> list[str]:
+    """After srun: a step still looking for a rank to pass the early signal to will
+    never find one. Told so through its srun, its runtime ends at once, with exit 0."""
+    return [
+        "# The program ended: a step still passing the early signal on stops looking.",
+        f'for pid in $forward_pids; do kill -{live.STOP_LOOKING} "$pid" 2>/dev/null; wait "$pid"; done',
     ]
 
 

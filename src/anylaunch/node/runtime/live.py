@@ -388,6 +388,10 @@ def pipe(host: str, port: int) -> int:
 
 # The early signal is passed on no later than this long before the time limit.
 SIGNAL_MARGIN_S = 2
+# What tells the step passing the early signal on to stop looking for a rank that
+# handles it (the program has ended). srun passes USR1 and USR2 on to its tasks as they
+# are; on TERM, INT or HUP it kills them, which the job's log would then report.
+STOP_LOOKING = "USR2"
 # Exported by every task of a job's program step (not by the batch shell, not by srun):
 # the processes a forwarded signal may reach are among those that have it.
 IN_STEP = "ANYLAUNCH_IN_STEP"
@@ -460,14 +464,21 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["signal"] and len(argv) == 3 and hasattr(signal, "SIG" + argv[2]):
         # Slurm may send it while the ranks are still starting (on a short limit, as soon
-        # as the job runs): until one handles it, look again, up to just before the kill.
+        # as the job runs): until one handles it, look again, up to just before the kill,
+        # or until the batch shell, the program ended, says to stop (STOP_LOOKING).
+        ended: list[int] = []
+        signal.signal(
+            getattr(signal, "SIG" + STOP_LOOKING), lambda signum, _frame: ended.append(signum)
+        )
         deadline = float(os.environ.get("ANYLAUNCH_DEADLINE") or 0) - SIGNAL_MARGIN_S
         sent = forward(argv[1], argv[2], here)
-        while not sent and time.time() < deadline:
+        while not sent and not ended and time.time() < deadline:
             time.sleep(0.5)
             sent = forward(argv[1], argv[2], here)
         where = here or socket.gethostname()
         pids = ", ".join(map(str, sent)) if sent else "none: no rank here handles it"
+        if ended and not sent:
+            pids = "none: the program ended before a rank here handled it"
         sys.stdout.write("anylaunch: %s on %s went to %s\n" % (argv[2], where, pids))
         return 0
     if argv[:1] == ["pipe"] and len(argv) == 3 and argv[2].isdigit():
