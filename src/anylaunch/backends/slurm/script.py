@@ -442,7 +442,7 @@ def launch(job: Job) -> list[str]:
         "fi",
     ]
     if s.time and s.signal:
-        out += _end_forwarding()
+        out += _end_forwarding(s.signal)
     if job.spec.watchdog is not None:
         out.append(
             f'wait "$watch_pid"; [ "$?" = {live.EXIT_HUNG} ] && rc={live.EXIT_HUNG}'
@@ -509,7 +509,7 @@ def _forward_signal(job: Job) -> list[str]:
     step: list[Word] = [
         "srun", "--overlap", f"--nodes={job.nodes}", f"--ntasks={job.nodes}",
         "--ntasks-per-node=1", "--quiet", job.stage_python, *runtime.FLAGS, Sh(RUNTIME_WORD),
-        "signal", var("ANYLAUNCH_JOB_ID"), str(s.signal),
+        "signal", var("ANYLAUNCH_JOB_ID"), str(s.signal), var("program_ended"),
     ]  # fmt: skip
     say = (
         f'echo "anylaunch: {s.signal} {s.signal_lead}s before the time limit; passing it'
@@ -522,17 +522,24 @@ def _forward_signal(job: Job) -> list[str]:
         *(continuation.continue_lines(most) if most else []),
         f'forward_signal() {{ {say}; {then}{words(step)} & forward_pids="$forward_pids $!"; }}',
         'forward_pids=""',
+        # Per run: a requeued job runs again in the same folder.
+        'program_ended="$ANYLAUNCH_JOB_DIR/.program-ended.$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"',
         f"trap forward_signal {s.signal}",
         'if [ "$early_signal" = 1 ]; then forward_signal; fi',
     ]
 
 
-def _end_forwarding() -> list[str]:
+def _end_forwarding(signal: str) -> list[str]:
     """After srun: a step still looking for a rank to pass the early signal to will
-    never find one. Told so through its srun, its runtime ends at once, with exit 0."""
+    never find one. It stops when it sees the file that says so, and ends with exit 0.
+    The signal is ignored from here on, so no step starts after that file is gone."""
     return [
-        "# The program ended: a step still passing the early signal on stops looking.",
-        f'for pid in $forward_pids; do kill -{live.STOP_LOOKING} "$pid" 2>/dev/null; wait "$pid"; done',
+        "# The program ended: the early signal has no rank left to reach, and a step still",
+        "# passing it on stops looking.",
+        f"trap '' {signal}",
+        ': > "$program_ended"',
+        'for pid in $forward_pids; do wait "$pid"; done',
+        'rm -f "$program_ended"',
     ]
 
 
