@@ -108,7 +108,9 @@ def _claim(store: Store, job_id: str, target: int, *, patient: bool) -> Claim | 
     wait is as long as one try (a message made, one send); the supervisor bounds it.
     """
     claim = store.claim_notification(job_id, target, patient=patient)
-    while claim is None and patient and store.notification_held(job_id, target):
+    # A patient claim fails only while another live process holds the target: until
+    # the announcement is made for good, that one's try ended unmade or still runs.
+    while claim is None and patient and store.notification_open(job_id, target):
         time.sleep(_HELD_CHECK_S)
         claim = store.claim_notification(job_id, target, patient=True)
     return claim

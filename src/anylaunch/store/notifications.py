@@ -77,17 +77,14 @@ class NotificationTables(Tables):
             )
         return Claim(job_id, target, tries, wait_s)
 
-    def notification_held(self, job_id: str, target: int) -> bool:
-        """Whether a live process is sending the target's announcement right now."""
+    def notification_open(self, job_id: str, target: int) -> bool:
+        """Whether the target's announcement is still to be made: pending, or being sent.
+        Made, skipped and given up are for good."""
         row = self._db.execute(
-            "SELECT status, sender FROM notifications WHERE job_id = ? AND target = ?",
+            "SELECT status FROM notifications WHERE job_id = ? AND target = ?",
             (job_id, target),
         ).fetchone()
-        return (
-            row is not None
-            and row["status"] == "sending"
-            and alive(json.loads(row["sender"] or "null"))
-        )
+        return row is not None and row["status"] in ("pending", "sending")
 
     def notification_sent(self, claim: Claim, state: str, by: str) -> None:
         """The receiver took it (or the job itself says it delivered it: a receipt)."""
