@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 
+from tests.notify.receiver import Receiver
+
+from anylaunch.observe import notify
 from anylaunch.state import State
 from anylaunch.store import JobRecord, Store
 from anylaunch.store.notifications import MAX_TRIES
@@ -83,3 +87,56 @@ def test_an_announcement_is_given_up_after_its_last_try(home):
         store.notification_failed(claim, "FAILED", "webhook unreachable: ConnectionRefusedError")
     assert store.notifications("j1")[0]["status"] == "failed"
     assert store.pending_notifications(["j1"]) == []
+
+
+def test_a_supervisor_that_finds_a_command_sending_delivers_what_the_command_could_not(
+    home, tmp_path, monkeypatch
+):
+    # An attached `run` polls the job's end and tries once; its supervisor, patient, tries
+    # again and again. If the supervisor looks while the command's single try is under
+    # way and goes away, the command's refusal leaves the announcement to a command that
+    # may never come: nothing runs once `run` exits.
+    receiver = Receiver(refuse=1)
+    monkeypatch.setenv("NOTIFY_URL", receiver.url)
+    store = Store()
+    spec = {"notify": [{"url": "${NOTIFY_URL}", "on": ["FAILED"]}]}
+    store.add(JobRecord("j1", "j1", "local", State.PENDING, str(tmp_path), spec=spec))
+    store.transition("j1", State.FAILED, exit_code=1)
+
+    looked, command_done = threading.Event(), threading.Event()
+
+    def supervisor_announces() -> None:
+        own = Store()  # a connection of its own thread
+        claim = own.claim_notification
+
+        def claim_and_say(*args, **kwargs):
+            found = claim(*args, **kwargs)
+            if not looked.is_set():
+                looked.set()
+                # The worst moment: the command's try ends before this sender looks again.
+                command_done.wait(30)
+            return found
+
+        vars(own)["claim_notification"] = claim_and_say
+        notify.announce(
+            own, [own.get("j1")], lambda _: None, tries=notify.SUPERVISOR_TRIES, by="supervisor"
+        )
+
+    supervisor = threading.Thread(target=supervisor_announces)
+
+    def diagnose_while_the_supervisor_looks(_record):
+        # The command holds its claim while it makes the message (a failed job's
+        # diagnosis): the supervisor looks at the announcement meanwhile.
+        supervisor.start()
+        assert looked.wait(30)
+
+    try:
+        notify.announce(store, [store.get("j1")], diagnose_while_the_supervisor_looks)
+        command_done.set()
+        supervisor.join(60)
+        assert not supervisor.is_alive()
+        assert [t["status"] for t in receiver.tries] == [503, 200]
+    finally:
+        receiver.close()
+    (row,) = store.notifications("j1")
+    assert (row["status"], row["by"], row["tries"]) == ("sent", "supervisor", 2)

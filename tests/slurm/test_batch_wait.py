@@ -29,10 +29,17 @@ pytestmark = pytest.mark.usefixtures("spawns")
 
 # srun's stand-in: writes its pid where the test looks, then ends with SRUN_EXIT after
 # SRUN_MICROS. As the `--overlap` step the batch shell starts to pass on the early
-# signal, it sends USR1 to the main one, as that step does to the ranks that handle it. In `checkpoint` mode it ends with 42 as soon as USR1 reaches it, as a
-# program that checkpoints and exits would; otherwise it lets USR1 pass, as srun does.
+# signal, it sends USR1 to the main one, as that step does to the ranks that handle it;
+# in `unhandled` mode it finds no rank that handles it and looks again until the limit or
+# until the file its last argument names exists. In `checkpoint` mode the main one ends
+# with 42 as soon as USR1 reaches it, as a program that checkpoints and exits would;
+# otherwise it lets USR1 pass, as srun does.
 FAKE_SRUN = r"""#!/bin/bash
 case " $* " in *" --overlap "*)  # the step that passes the early signal to the ranks
+  if [ "${SRUN_MODE:-}" = unhandled ]; then  # no rank handles it: looks until the limit
+    for _ in $(seq 600); do [ -e "${@: -1}" ] && exit 0; sleep 0.1; done  # or its last word
+    exit 0
+  fi
   kill -USR1 "$(cat "$SRUN_PID_FILE")" 2>/dev/null; exit 0;;
 esac
 started() { echo "$$" > "$SRUN_PID_FILE.tmp" && mv "$SRUN_PID_FILE.tmp" "$SRUN_PID_FILE"; }
@@ -79,6 +86,7 @@ def shell(tmp_path):
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "ANYLAUNCH_JOB_DIR": str(tmp_path / "job"),
         "ANYLAUNCH_JOB_ID": "batchwait",  # exported at the top of the real script
+        "SLURM_JOB_ID": "4242",  # set by Slurm in every batch shell
     }
 
     def start(pid_file: Path, **extra: str) -> subprocess.Popen[str]:
@@ -103,16 +111,17 @@ def _started(pid_file: Path, proc: subprocess.Popen[str]) -> None:
         time.sleep(0.001)
 
 
-def race(shell, tmp_path: Path, runs: int, *, group: bool = False) -> Counter[str]:
+def race(shell, tmp_path: Path, runs: int, *, group: bool = False, mode: str = "") -> Counter[str]:
     """`runs` batch shells whose srun ends 50 ms in with 0 or 3, each sent USR1 a few
     times around that moment (to the batch shell, or with `group` to every process of the
-    batch step, as `scancel --batch` does); counts what each exited with."""
+    batch step, as `scancel --batch` does); counts what each exited with. `mode` is the
+    stand-in's SRUN_MODE."""
     seen: Counter[str] = Counter()
     rng = random.Random(1234)
     pid_file = tmp_path / "srun.pid"
     for i in range(runs):
         expected = (0, 3)[i % 2]
-        proc = shell(pid_file, SRUN_EXIT=str(expected), SRUN_MICROS="50000")
+        proc = shell(pid_file, SRUN_EXIT=str(expected), SRUN_MICROS="50000", SRUN_MODE=mode)
         _started(pid_file, proc)
         time.sleep(rng.uniform(0.035, 0.065))
         for _ in range(rng.randint(1, 3)):
@@ -143,6 +152,14 @@ def test_a_signal_to_the_whole_batch_step_keeps_srun_s_exit_status(shell, tmp_pa
     assert seen == Counter({"right": 60}), seen
 
 
+def test_a_signal_as_srun_ends_that_no_rank_takes_never_holds_the_batch_shell(shell, tmp_path):
+    # The step passing it on, started as srun ends or just after, looks for a rank that
+    # handles it until the limit: each batch shell must still end with srun's status,
+    # at once (`communicate` in `race` gives it 30 s).
+    seen = race(shell, tmp_path, 60, mode="unhandled")
+    assert seen == Counter({"right": 60}), seen
+
+
 @pytest.mark.slow
 def test_a_thousand_signals_as_srun_ends(shell, tmp_path):
     seen = race(shell, tmp_path, 1000)
@@ -158,6 +175,20 @@ def test_the_early_signal_still_reaches_srun_while_the_batch_shell_waits(shell, 
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 42, out  # the program's own exit after its checkpoint
     assert time.monotonic() - sent < 10
+    assert "passing it to the ranks that handle it" in out
+
+
+def test_a_program_that_handles_no_early_signal_ends_the_job_when_it_ends(shell, tmp_path):
+    # The step passing the signal on looks for a rank that handles it until the limit:
+    # the batch shell, and the allocation, must not wait for it once the program ended.
+    pid_file = tmp_path / "srun.pid"
+    proc = shell(pid_file, SRUN_MODE="unhandled", SRUN_EXIT="0", SRUN_MICROS="2000000")
+    _started(pid_file, proc)
+    proc.send_signal(signal.SIGUSR1)
+    started = time.monotonic()
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert time.monotonic() - started < 15, out
     assert "passing it to the ranks that handle it" in out
 
 

@@ -27,10 +27,13 @@ from anylaunch.store import JobRecord, Store
 
 if TYPE_CHECKING:
     from anylaunch.observe.diagnose.engine import Diagnosis
+    from anylaunch.store.notifications import Claim
 
 # Tries in one go by a process that waits for nothing else (the supervisor at the job's
 # end); a command that polls tries once, and the store's backoff spaces its next tries.
 SUPERVISOR_TRIES = 4
+# How often a patient sender looks whether another process's try has ended.
+_HELD_CHECK_S = 0.2
 
 
 def announce(
@@ -66,7 +69,7 @@ def _announce(
     secrets = secret_values(record.plan.get("secret_env", []))
     payload: dict[str, Any] | None = None
     for index, target in enumerate(record.spec.get("notify") or []):
-        claim = store.claim_notification(record.id, index, patient=tries > 1)
+        claim = _claim(store, record.id, index, patient=tries > 1)
         if claim is None:
             continue
         time.sleep(claim.wait_s)
@@ -93,6 +96,24 @@ def _announce(
             store.notification_sent(claim, state, by=by)
         else:
             store.notification_failed(claim, state, mask(error, secrets))
+
+
+def _claim(store: Store, job_id: str, target: int, *, patient: bool) -> Claim | None:
+    """The target's claim for this process, or None when there is nothing to send.
+
+    A patient sender (a local job's supervisor) that finds another process sending waits
+    for that try's outcome instead of going away: the other is a command that tries
+    once (an attached `run` polling the same end), and if the receiver refuses it, the
+    announcement would otherwise wait for the next command, which may never come. The
+    wait is as long as one try (a message made, one send); the supervisor bounds it.
+    """
+    claim = store.claim_notification(job_id, target, patient=patient)
+    # A patient claim fails only while another live process holds the target: until
+    # the announcement is made for good, that one's try ended unmade or still runs.
+    while claim is None and patient and store.notification_open(job_id, target):
+        time.sleep(_HELD_CHECK_S)
+        claim = store.claim_notification(job_id, target, patient=True)
+    return claim
 
 
 def wire_target(target: Mapping[str, Any]) -> dict[str, Any]:

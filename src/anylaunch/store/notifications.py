@@ -77,6 +77,15 @@ class NotificationTables(Tables):
             )
         return Claim(job_id, target, tries, wait_s)
 
+    def notification_open(self, job_id: str, target: int) -> bool:
+        """Whether the target's announcement is still to be made: pending, or being sent.
+        Made, skipped and given up are for good."""
+        row = self._db.execute(
+            "SELECT status FROM notifications WHERE job_id = ? AND target = ?",
+            (job_id, target),
+        ).fetchone()
+        return row is not None and row["status"] in ("pending", "sending")
+
     def notification_sent(self, claim: Claim, state: str, by: str) -> None:
         """The receiver took it (or the job itself says it delivered it: a receipt)."""
         self._finish(claim, "sent", state=state, by=by, error=None, next_at=0.0)

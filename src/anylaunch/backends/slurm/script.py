@@ -446,6 +446,8 @@ def launch(job: Job) -> list[str]:
         f' first" >&2; rc={EXIT_STATUS_LOST}',
         "fi",
     ]
+    if s.time and s.signal:
+        out += _end_forwarding(s.signal)
     if job.spec.watchdog is not None:
         out.append(
             f'wait "$watch_pid"; [ "$?" = {live.EXIT_HUNG} ] && rc={live.EXIT_HUNG}'
@@ -504,29 +506,47 @@ def _forward_signal(job: Job) -> list[str]:
     the step instead, as a shell's `trap ''` does, is inherited by every rank, and
     Lightning's SLURMEnvironment then counts the ignored signal as a handler already
     there and does not install its requeue handler.
+
+    That step looks again until a rank handles the signal, up to the limit (ranks may
+    still be starting), so it runs in the background: waiting for it in the trap would
+    hold the batch shell, and with it the allocation, until the limit after a program
+    that handles no signal has ended (`_end_forwarding` stops it once srun has ended).
     """
     s = job.section
     step: list[Word] = [
         "srun", "--overlap", f"--nodes={job.nodes}", f"--ntasks={job.nodes}",
         "--ntasks-per-node=1", "--quiet", job.stage_python, *runtime.FLAGS, Sh(RUNTIME_WORD),
-        "signal", var("ANYLAUNCH_JOB_ID"), str(s.signal),
+        "signal", var("ANYLAUNCH_JOB_ID"), str(s.signal), var("program_ended"),
     ]  # fmt: skip
     say = (
         f'echo "anylaunch: {s.signal} {s.signal_lead}s before the time limit; passing it'
         ' to the ranks that handle it"'
     )
     most = continuation.max_attempts(job.spec)
-    if most:  # the job continues itself after the limit (continuation.py)
-        return [
-            *continuation.continue_lines(most),
-            f"forward_signal() {{ {say}; continue_job; {words(step)}; }}",
-            f"trap forward_signal {s.signal}",
-            'if [ "$early_signal" = 1 ]; then forward_signal; fi',
-        ]
+    # The job continues itself after the limit (continuation.py).
+    then = "continue_job; " if most else ""
     return [
-        f"forward_signal() {{ {say}; {words(step)}; }}",
+        *(continuation.continue_lines(most) if most else []),
+        f'forward_signal() {{ {say}; {then}{words(step)} & forward_pids="$forward_pids $!"; }}',
+        'forward_pids=""',
+        # Per run: a requeued job runs again in the same folder.
+        'program_ended="$ANYLAUNCH_JOB_DIR/.program-ended.$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"',
         f"trap forward_signal {s.signal}",
         'if [ "$early_signal" = 1 ]; then forward_signal; fi',
+    ]
+
+
+def _end_forwarding(signal: str) -> list[str]:
+    """After srun: a step still looking for a rank to pass the early signal to will
+    never find one. It stops when it sees the file that says so, and ends with exit 0.
+    The signal is ignored from here on, so no step starts after that file is gone."""
+    return [
+        "# The program ended: the early signal has no rank left to reach, and a step still",
+        "# passing it on stops looking.",
+        f"trap '' {signal}",
+        ': > "$program_ended"',
+        'for pid in $forward_pids; do wait "$pid"; done',
+        'rm -f "$program_ended"',
     ]
 
 

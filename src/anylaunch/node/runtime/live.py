@@ -432,10 +432,39 @@ def forward(job_id: str, name: str, host: str | None = None) -> list[int]:
     return sent
 
 
+def pass_on(job_id: str, name: str, ended: str | None, host: str | None) -> int:
+    """The early signal, to the ranks here that handle it (`forward`).
+
+    Slurm may send it while the ranks are still starting (on a short limit, as soon as
+    the job runs): until one handles it, look again, up to just before the kill, or
+    until the file `ended` exists: the batch shell writes it once the program's step has
+    ended, when no rank will ever handle it (a file, not a signal: srun drops a signal
+    that arrives while it is still starting its step)."""
+    deadline = float(os.environ.get("ANYLAUNCH_DEADLINE") or 0) - SIGNAL_MARGIN_S
+
+    def over() -> bool:
+        return ended is not None and os.path.exists(ended)
+
+    sent = forward(job_id, name, host)
+    while not sent and not over() and time.time() < deadline:
+        time.sleep(0.5)
+        sent = forward(job_id, name, host)
+    if sent:
+        pids = ", ".join(map(str, sent))
+    elif over():
+        pids = "none: the program ended before a rank here handled it"
+    else:
+        pids = "none: no rank here handles it"
+    sys.stdout.write(
+        "anylaunch: %s on %s went to %s\n" % (name, host or socket.gethostname(), pids)
+    )
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """enter JOB NODE [-- CMD...] | pipe HOST PORT | stack JOB [--node N] [--py-spy P] [--secret NAME]...
     [--secret-pattern RE] | watch --idle S --pid P --log FILE --logs FILE... -- COLLECT...
-    | signal JOB NAME"""
+    | signal JOB NAME [ENDED_FILE]"""
     import argparse
 
     here = os.environ.get("SLURMD_NODENAME")
@@ -458,18 +487,8 @@ def main(argv: list[str]) -> int:
         found = stacks(args.job, args.node, args.py_spy, args.secret, args.secret_pattern, here)
         sys.stdout.write(json.dumps({"host": socket.gethostname(), "ranks": found}) + "\n")
         return 0
-    if argv[:1] == ["signal"] and len(argv) == 3 and hasattr(signal, "SIG" + argv[2]):
-        # Slurm may send it while the ranks are still starting (on a short limit, as soon
-        # as the job runs): until one handles it, look again, up to just before the kill.
-        deadline = float(os.environ.get("ANYLAUNCH_DEADLINE") or 0) - SIGNAL_MARGIN_S
-        sent = forward(argv[1], argv[2], here)
-        while not sent and time.time() < deadline:
-            time.sleep(0.5)
-            sent = forward(argv[1], argv[2], here)
-        where = here or socket.gethostname()
-        pids = ", ".join(map(str, sent)) if sent else "none: no rank here handles it"
-        sys.stdout.write("anylaunch: %s on %s went to %s\n" % (argv[2], where, pids))
-        return 0
+    if argv[:1] == ["signal"] and len(argv) in (3, 4) and hasattr(signal, "SIG" + argv[2]):
+        return pass_on(argv[1], argv[2], argv[3] if len(argv) == 4 else None, here)
     if argv[:1] == ["pipe"] and len(argv) == 3 and argv[2].isdigit():
         return pipe(argv[1], int(argv[2]))
     if argv[:1] == ["watch"]:
