@@ -101,6 +101,13 @@ RULES: list[Rule] = [
         r"TERM_RUNLIMIT",
     ),
     _r("PREEMPTED", SLURM_STEPD, r"DUE TO PREEMPTION", r"DUE TO JOB REQUEUE"),
+    # An eviction for memory is the pod using more than it asked for: it comes back
+    # on a retry unless the request grows.
+    _r(
+        "OOM_HOST",
+        "kubernetes pkg/kubelet/eviction (memory pressure)",
+        r"The node was low on resource: \[?memory\b",
+    ),
     _r(
         "PREEMPTED",
         "SchedMD/slurm src/slurmctld/job_mgr.c (requeue); kubernetes pkg/kubelet/eviction",
@@ -310,7 +317,12 @@ RULES: list[Rule] = [
         "IMAGE_PULL",
         K8S_KUBELET,
         r"\bErrImagePull\b|\bImagePullBackOff\b|\bErrImageNeverPull\b|\bInvalidImageName\b",
-        r"(failed|unable|error) (to )?pull(ing)? (the )?image",
+        r"(failed|failing|unable|error) (to )?pull(ing)? (the )?image",
+        # The registry's own refusal (its API error UNAUTHORIZED, a token it would not
+        # give): a pull's credentials, whichever client printed it (docker, containerd,
+        # buildkit pulling a base image).
+        r"\bunauthorized: authentication required\b",
+        r"failed to authorize: |failed to fetch (anonymous|oauth) token",
         r"Back-off pulling image",
         r"manifest (for \S+ )?unknown",
         r"manifest for \S+ not found",
@@ -449,6 +461,9 @@ RULES: list[Rule] = [
             "libfuse::",
         ),
     ),
+    # NCCL refuses two ranks on one GPU: the launch gave ranks the same device (no
+    # torch.cuda.set_device(local_rank), CUDA_VISIBLE_DEVICES): retrying repeats it.
+    _r("USER_ERROR", "NVIDIA/nccl src/init.cc (Duplicate GPU detected)", r"Duplicate GPU detected"),
     _r(
         "USER_ERROR",
         "opencontainers/runc libcontainer (exec of the container's command)",
@@ -809,6 +824,15 @@ RULES: list[Rule] = [
         r"\bNCCL WARN\b",
         r"\.(h|cc|cu|cpp):\d+ WARN\b",
     ),
+    # gloo's transport refusing its setup or its peer (GLOO_SOCKET_IFNAME naming no
+    # interface, an address it cannot find): its source file names the family, before
+    # the socket's own words ("Connection refused") that a store's failure shares.
+    _r(
+        "NCCL_ERROR",
+        "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc",
+        r"Gloo connectFullMesh failed",
+        r"gloo/transport/\w+/\w+\.cc:\d+\]",
+    ),
     _r(
         "RDZV_FAILED",
         C10D_SOCKET + ", torch/csrc/distributed/c10d/TCPStore.cpp",
@@ -837,7 +861,16 @@ RULES: list[Rule] = [
         r"\brendezvous\b.{0,80}(fail|timed? ?out|closed|not (reachable|complete))",
         r"The node '\S+' has failed to (shutdown|join)",
         r"C10d store has failed",
+    ),
+    # torchrun enters its exit barrier only after its node's worker group SUCCEEDED
+    # (elastic/agent/server/api.py), and the CUDA driver shuts down only as the process
+    # exits: the work on that node was over when these were printed.
+    _r(
+        "TEARDOWN_FAILED",
+        "pytorch/pytorch torch/distributed/elastic/agent/server/api.py (_exit_barrier);"
+        " CUDA cudaErrorCudartUnloading",
         r"Error waiting on exit barrier",
+        r"\bdriver shutting down\b",
     ),
     # Host and address failures when resolving MASTER_ADDR.
     _r(
@@ -860,11 +893,7 @@ RULES: list[Rule] = [
     ),
     _r(
         "NCCL_ERROR",
-        "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc",
-        r"Gloo connectFullMesh failed",
-        # gloo's transport refusing its setup or its peer (GLOO_SOCKET_IFNAME naming no
-        # interface, an address it cannot find): its source file names the family
-        r"gloo/transport/\w+/\w+\.cc:\d+\]",
+        "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc (its peer)",
         r"Unable to find address for: \S+",
         r"gloo.*Connection closed by peer",
         r"Connection closed by peer",
