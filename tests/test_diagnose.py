@@ -19,7 +19,7 @@ REAL = {
     "slurmstepd: error: *** STEP 9999 ON hpc CANCELLED DUE TO TIME LIMIT ***": "TIME_LIMIT",
     "Job was active longer than specified deadline": "TIME_LIMIT",
     "slurmstepd: error: *** JOB 1234 ON gpu01 CANCELLED AT 2024-03-01T10:00:00 DUE TO PREEMPTION ***": "PREEMPTED",
-    "The node was low on resource: memory. Container trainer was using 61Gi, which exceeds its request of 0.": "PREEMPTED",
+    "The node was low on resource: memory. Container trainer was using 61Gi, which exceeds its request of 0.": "OOM_HOST",
     "Pod was evicted: Evicted": "PREEMPTED",
     "slurmstepd: error: *** JOB 5512 ON n7 CANCELLED AT 2024-05-02T01:02:03 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***": "NODE_FAIL",
     "srun: error: Node failure on gpu-st-p4d-24xlarge-12": "NODE_FAIL",

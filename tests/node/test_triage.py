@@ -35,7 +35,7 @@ def test_on_the_whole_corpus_it_names_the_diagnosis_class_or_nothing():
             continue
         named += 1
         engine = case.run().code
-        if engine in WHOLE_LOG:
+        if engine in WHOLE_LOG and found.code != engine:
             # never a class a policy without `on:` retries, so the job ends and the
             # submitting side's diagnosis decides
             assert found.code not in policy.DEFAULT, (case.id, found.code, engine)

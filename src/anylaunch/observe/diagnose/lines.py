@@ -29,8 +29,16 @@ _PREFIXES = (
     (_RANK, "rank"),
     (_TEE, "local"),
 )
+# c10d prints each address it could not bind at warning level, then fails with a line
+# that says only "on any local network address": a warning naming a socket call's errno
+# is the reason of the error that follows, so it is read as an error line.
+_ERRNO = r"(?!.*\(errno: \d+ - )"
 _WARNING = re.compile(
-    r"\b[A-Z]\w*Warning: |^\[?W\d{3,4} \d\d:|^\[W [\w./-]+:\d+\]|^(WARNING|WARN)\b|\[WARNING\]"
+    r"\b[A-Z]\w*Warning: |^\[?W\d{3,4} \d\d:"
+    + _ERRNO
+    + r"|^\[W [\w./-]+:\d+\]"
+    + _ERRNO
+    + r"|^(WARNING|WARN)\b|\[WARNING\]"
     r"| - WARNING - |\bwarnings\.warn\(|\bNCCL INFO\b|^\[?I\d{3,4} \d\d:|^INFO\b|^\[I [\w./-]+:\d+\]"
 )
 

@@ -92,7 +92,7 @@ RULES: list[Rule] = [
         "SchedMD/slurm src/slurmctld/job_mgr.c; kubernetes pkg/controller/job/job_controller.go",
         r"\btime limit (was )?(exceeded|reached)",
         r"exceeded (its|the|job) (wall ?clock |run ?)?time ?limit",
-        r"\bDeadlineExceeded\b",
+        r"(?<!code = )\bDeadlineExceeded\b",  # gRPC's "code = DeadlineExceeded" is one call's
         r"active longer than specified deadline",
         r"Reason=TimeLimit\b",
         r"\bwall ?time limit\b.*(exceeded|reached|killed)",
@@ -101,6 +101,13 @@ RULES: list[Rule] = [
         r"TERM_RUNLIMIT",
     ),
     _r("PREEMPTED", SLURM_STEPD, r"DUE TO PREEMPTION", r"DUE TO JOB REQUEUE"),
+    # An eviction for memory is the pod using more than it asked for: it comes back
+    # on a retry unless the request grows.
+    _r(
+        "OOM_HOST",
+        "kubernetes pkg/kubelet/eviction (memory pressure)",
+        r"The node was low on resource: \[?memory\b",
+    ),
     _r(
         "PREEMPTED",
         "SchedMD/slurm src/slurmctld/job_mgr.c (requeue); kubernetes pkg/kubelet/eviction",
@@ -115,6 +122,8 @@ RULES: list[Rule] = [
         r"spot (instance|VM)?.{0,40}(interrupt|reclaim|terminat)",
         r"\binstances?\.preempted\b",
         r"\bpreemption notice\b",
+        # the cloud's metadata service announcing the instance's end (GCP, AWS, Azure)
+        r"\b(termination|preemption|interruption) is imminent\b|\binterruption notice\b",
         r"instance was preempted",
         r"cluster .{0,40}(was|is|has been) preempted",
     ),
@@ -123,6 +132,7 @@ RULES: list[Rule] = [
         "NODE_FAIL",
         "SchedMD/slurm src/srun/allocate.c, src/slurmctld/node_mgr.c",
         r"\bNode failure on\b",
+        r"\bProlog failure on node\b",
         r"\bNODE_FAIL\b",
         r"\bBOOT_FAIL\b",
         r"\bnode \S+ (is )?not responding",
@@ -223,7 +233,7 @@ RULES: list[Rule] = [
         r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY",
         r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED",
         r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate",
-        r"RESOURCE_EXHAUSTED: Out of memory",
+        r"RESOURCE_EXHAUSTED: (Out of memory|Failed to allocate)",
         r"HIP out of memory",
         r"out of memory on (device|GPU)",
         r"\bGPU \d+ has a total capacity of",
@@ -310,7 +320,13 @@ RULES: list[Rule] = [
         "IMAGE_PULL",
         K8S_KUBELET,
         r"\bErrImagePull\b|\bImagePullBackOff\b|\bErrImageNeverPull\b|\bInvalidImageName\b",
-        r"(failed|unable|error) (to )?pull(ing)? (the )?image",
+        r"(failed|failing|unable|error) (to )?pull(ing)? (the )?image",
+        # The registry's own refusal (its API error UNAUTHORIZED, a token it would not
+        # give): a pull's credentials, whichever client printed it (docker, containerd,
+        # buildkit pulling a base image).
+        r"\bunauthorized: authentication required\b",
+        r"WWW-Authenticate|\bauthentication challenge\b",
+        r"failed to authorize: |failed to fetch (anonymous|oauth) token",
         r"Back-off pulling image",
         r"manifest (for \S+ )?unknown",
         r"manifest for \S+ not found",
@@ -449,6 +465,9 @@ RULES: list[Rule] = [
             "libfuse::",
         ),
     ),
+    # NCCL refuses two ranks on one GPU: the launch gave ranks the same device (no
+    # torch.cuda.set_device(local_rank), CUDA_VISIBLE_DEVICES): retrying repeats it.
+    _r("USER_ERROR", "NVIDIA/nccl src/init.cc (Duplicate GPU detected)", r"Duplicate GPU detected"),
     _r(
         "USER_ERROR",
         "opencontainers/runc libcontainer (exec of the container's command)",
@@ -502,7 +521,6 @@ RULES: list[Rule] = [
         "huggingface/huggingface_hub src/huggingface_hub/errors.py; boto/botocore; HTTP 401/403",
         r"\b401\b.{0,40}(Unauthorized|Client Error)",
         r"\bUnauthorized\b",
-        r"\b403\b.{0,30}Forbidden",
         r"token (is )?(invalid|expired|missing)",
         r"invalid (auth |user |api |access )?(token|credentials|api key)",
         r"GatedRepoError|gated repo",
@@ -516,7 +534,15 @@ RULES: list[Rule] = [
         r"Permission denied \(publickey",
         r"You must be logged in|login required|not logged in",
         r"RepositoryNotFoundError",
+        # W&B's key refused (its length checked, or the server's answer)
+        r"\bAPI key must be \d+ characters\b|\bAuthenticationError\b",
+        r"API key you provided is (either )?(invalid|missing)",
     ),
+    # torch's wrapper says "failed or timed out": a line that says which wins over it.
+    _r("NCCL_TIMEOUT", C10D_NCCL, r"Some NCCL operations have failed or timed out", weak=True),
+    # A bare HTTP 403 names no cause: a body or the next line does (S3's AccessDenied is
+    # a permission on the data, an unknown key is the credential).
+    _r("AUTH", "HTTP 403", r"\b403\b.{0,30}Forbidden", weak=True),
     # A token or credential a library looked for and did not find or could not use
     # (huggingface_hub's LocalTokenNotFoundError, azure-identity's
     # CredentialUnavailableError, a FUSE daemon with no credentials).
@@ -731,11 +757,10 @@ RULES: list[Rule] = [
         "NCCL_TIMEOUT",
         C10D_NCCL,
         r"Watchdog caught collective operation timeout",
-        r"Some NCCL operations have failed or timed out",
         r"ran for \d+ milliseconds before timing out",
         r"\bNCCL timeout\b|\bnccl.{0,20}timed out\b",
         r"collective operation timeout",
-        r"ProcessGroupNCCL.{0,60}(timed out|timeout)",
+        r"ProcessGroupNCCL.{0,60}(?<!failed or )(timed out|timeout)",
         r"watchdog got stuck|Heartbeat monitor timed out|heartbeat monitor",
         r"Exception raised from checkTimeout",
         r"failed to pass monitoredBarrier",
@@ -809,6 +834,20 @@ RULES: list[Rule] = [
         r"\bNCCL WARN\b",
         r"\.(h|cc|cu|cpp):\d+ WARN\b",
     ),
+    # gloo's transport refusing its setup or its peer (GLOO_SOCKET_IFNAME naming no
+    # interface, an address it cannot find): its source file names the family, before
+    # the socket's own words ("Connection refused") that a store's failure shares.
+    _r(
+        "NCCL_ERROR",
+        "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc",
+        r"Gloo connectFullMesh failed",
+        r"gloo/transport/\w+/\w+\.cc:\d+\]",
+    ),
+    _r(
+        "RDZV_FAILED",
+        "pytorch/pytorch torch/distributed/elastic/rendezvous/etcd_rendezvous.py (python-etcd)",
+        r"\betcd\.Etcd\w+|\bEtcdKeyNotFound\b",
+    ),
     _r(
         "RDZV_FAILED",
         C10D_SOCKET + ", torch/csrc/distributed/c10d/TCPStore.cpp",
@@ -837,7 +876,16 @@ RULES: list[Rule] = [
         r"\brendezvous\b.{0,80}(fail|timed? ?out|closed|not (reachable|complete))",
         r"The node '\S+' has failed to (shutdown|join)",
         r"C10d store has failed",
+    ),
+    # torchrun enters its exit barrier only after its node's worker group SUCCEEDED
+    # (elastic/agent/server/api.py), and the CUDA driver shuts down only as the process
+    # exits: the work on that node was over when these were printed.
+    _r(
+        "TEARDOWN_FAILED",
+        "pytorch/pytorch torch/distributed/elastic/agent/server/api.py (_exit_barrier);"
+        " CUDA cudaErrorCudartUnloading",
         r"Error waiting on exit barrier",
+        r"\bdriver shutting down\b",
     ),
     # Host and address failures when resolving MASTER_ADDR.
     _r(
@@ -860,11 +908,7 @@ RULES: list[Rule] = [
     ),
     _r(
         "NCCL_ERROR",
-        "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc",
-        r"Gloo connectFullMesh failed",
-        # gloo's transport refusing its setup or its peer (GLOO_SOCKET_IFNAME naming no
-        # interface, an address it cannot find): its source file names the family
-        r"gloo/transport/\w+/\w+\.cc:\d+\]",
+        "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc (its peer)",
         r"Unable to find address for: \S+",
         r"gloo.*Connection closed by peer",
         r"Connection closed by peer",
@@ -954,7 +998,7 @@ RULES: list[Rule] = [
     _r(
         "USER_ERROR",
         "python/cpython; bash; SkyPilot FAILED_SETUP",
-        r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?:\([\w.]+\))?(?::|$)",
+        r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?:\([\w.]+\))?(?::|$|\([\x22\x27])",
         r"^(AssertionError|KeyboardInterrupt|StopIteration)\b",
         case=True,
         generic=True,
@@ -970,6 +1014,15 @@ RULES: list[Rule] = [
         case=True,
         generic=True,
         words=("errors.", "exc.", "exceptions."),
+    ),
+    # omegaconf (Hydra, NeMo, Lightning configs) refusing a key its schema lacks: the
+    # message's own lines, printed under whichever exception class the caller raised.
+    _r(
+        "USER_ERROR",
+        "omry/omegaconf omegaconf/_utils.py (format_and_raise)",
+        r"\bKey '[^']+' not in '[^']+'",
+        r"^\s*full_key: \S+$",
+        words=("key '", "full_key"),
     ),
     _r(
         "USER_ERROR",

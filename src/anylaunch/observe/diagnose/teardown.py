@@ -30,7 +30,10 @@ END_OF_WORK = re.compile(
     r"\btraining (is |has )?(finished|complete|completed|done|ended|over)\b"
     r"|\b(finished|completed|done with|end of) (the )?(training|fine-?tuning|pre-?training)\b"
     r"|\b(fine-?tuning|pre-?training) (is |has )?(finished|complete|completed|done)\b"
-    r"|'train_runtime'|`Trainer\.fit` stopped|\bafter training is done\b",
+    r"|'train_runtime'|`Trainer\.fit` stopped|\bafter training is done\b"
+    # ProcessGroupNCCL's destructor, as the interpreter exits after the program returned
+    # (an exception's traceback would come before it, and stays the program's)
+    r"|destroy_process_group\(\) was not called before program exit",
     re.IGNORECASE,
 )
 # The shutdown failing: an abort with no exception, torchrun's exit barrier, the store.
