@@ -200,6 +200,9 @@ def run_example(cli, example: str, *args: str, env: dict[str, str], timeout: flo
     return job, cli("logs", job["id"], env=env).out
 
 
+# Lightning, Accelerate and the HF Trainer each train for 20-40 s on two cores: the
+# examples' dry-runs above are in the default run, their trainings in `-m slow`.
+@pytest.mark.slow
 def test_lightning_example_trains_with_ddp_on_two_local_nodes(cli, torch, tmp_path):
     pytest.importorskip("lightning")
     _, logs = run_example(
@@ -209,6 +212,7 @@ def test_lightning_example_trains_with_ddp_on_two_local_nodes(cli, torch, tmp_pa
     assert re.search(r"\[node 0\] lightning: world_size=2 epochs=3 train_loss=\d", logs), logs
 
 
+@pytest.mark.slow
 def test_accelerate_example_launches_two_processes_on_two_local_nodes(cli, torch):
     pytest.importorskip("accelerate")
     _, logs = run_example(cli, "frameworks/accelerate.yaml", env=run_env())
@@ -218,6 +222,7 @@ def test_accelerate_example_launches_two_processes_on_two_local_nodes(cli, torch
     assert len(set(last)) == 1, logs
 
 
+@pytest.mark.slow
 def test_hf_trainer_example_trains_with_ddp_on_two_local_nodes(cli, torch, tmp_path):
     pytest.importorskip("transformers")
     _, logs = run_example(
@@ -286,6 +291,7 @@ def test_slurm_torchrun_example_runs_on_two_devstack_nodes(
     assert "saved checkpoint" in logs and (tmp_path / "ckpt" / "latest.pt").exists()
 
 
+@pytest.mark.slow  # four steps on two backends, about 30 s; its dry-run is above
 def test_workflow_example_runs_across_local_and_devstack_slurm(
     cli, slurm_env, leave_no_job_behind, bucket, cli_env, torch, tmp_path
 ):

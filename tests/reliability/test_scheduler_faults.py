@@ -194,16 +194,23 @@ def test_slurmctld_restarted_mid_poll_marks_nothing_failed(
         wait_until(lambda: _ctld_up(cluster), timeout=60, what="slurmctld to answer again")
         poll.join(120)
     assert "FAILED" not in seen and seen, seen
-    status = wait_until(
-        lambda: (
-            (s := _cli(cluster, home, "status", job["id"]))["state"]
-            in ("SUCCEEDED", "FAILED", "CANCELLED")
-            and s
-        ),
-        timeout=90,
-        what="the job to end",
-        interval=0.5,
-    )
+    last: list[dict] = []
+    try:
+        status = wait_until(
+            lambda: (
+                (
+                    last.append(s := _cli(cluster, home, "status", job["id"]))
+                    or s["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
+                )
+                and s
+            ),
+            timeout=90,
+            what="the job to end",
+            interval=0.5,
+        )
+    except AssertionError as exc:  # what the job looked like, and what Slurm says of it
+        squeue = subprocess.run(["squeue", "-a"], env=cluster, capture_output=True, text=True)
+        raise AssertionError(f"{exc}: last status {last[-1:]}; squeue: {squeue.stdout}") from exc
     assert status["state"] == "SUCCEEDED", status
     assert "FAILED" not in _states_seen(status)
     assert starts.read_text().split() == ["start-0"]  # not restarted by the outage

@@ -100,6 +100,12 @@ def project(tmp_path: Path, files: dict[str, str]) -> Path:
     return folder
 
 
+def submitted(done) -> str:
+    """The id of a job `run --detach --json` sent; a refusal (preflight) says why."""
+    assert done.rc == 0 and done.json().get("id"), done.out + done.err
+    return done.json()["id"]
+
+
 def job(folder: Path, body: str, alias: str, *, slurm: str = "") -> Path:
     """A job file in `folder` whose `slurm:` section names the login node (and `slurm`)."""
     path = folder / "job.yaml"
@@ -175,7 +181,7 @@ def test_status_names_the_commit_of_a_dirty_tree(cli, cluster, tmp_path):
 def test_cancel_ends_a_running_job_and_squeue_lets_it_go(cli, cluster, tmp_path, home):
     folder = project(tmp_path, {"x": "x\n"})
     path = job(folder, "launcher: none\ncommand: [sleep, '300']", cluster.alias)
-    job_id = cli("run", str(path), "--detach", "--json", cwd=folder).json()["id"]
+    job_id = submitted(cli("run", str(path), "--detach", "--json", cwd=folder))
     handle = api.get(job_id, store=Store(home))
     wait_until(lambda: handle.status() is State.RUNNING, timeout=60, what="the job to run")
     native = handle.record.native_id
@@ -427,7 +433,7 @@ def test_exec_and_forward_reach_a_remote_jobs_nodes_through_the_login_node(
         f"launcher: none\nnodes: 2\nenv:\n  SERVE_PORT: '{port}'\ncommand: [python3, serve.py]",
         cluster.alias,
     )
-    job_id = cli("run", str(path), "--detach", "--json", cwd=folder).json()["id"]
+    job_id = submitted(cli("run", str(path), "--detach", "--json", cwd=folder))
     wait_until(lambda: cli("logs", job_id).out.count("ready node=") == 2, 120, "both nodes")
     result = cli("exec", job_id, "--node", "1", "--", "printenv", "NODE_RANK", "SLURMD_NODENAME")
     assert (result.rc, result.out) == (0, "1\nn2\n"), result.err

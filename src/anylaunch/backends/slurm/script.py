@@ -525,27 +525,44 @@ def _forward_signal(job: Job) -> list[str]:
     most = continuation.max_attempts(job.spec)
     # The job continues itself after the limit (continuation.py).
     then = "continue_job; " if most else ""
+    # The trap ignores the signal while it runs: a second one arriving between the `&`
+    # and the line that records `$!` would run the trap again inside it, and `$!` would
+    # then name the inner step twice and lose the outer one, which nothing would wait for.
+    trap = f"trap forward_signal {s.signal}"
     return [
         *(continuation.continue_lines(most) if most else []),
-        f'forward_signal() {{ {say}; {then}{words(step)} & forward_pids="$forward_pids $!"; }}',
+        f"forward_signal() {{ trap '' {s.signal}; {say}; {then}{words(step)} &"
+        f' forward_pids="$forward_pids $!"; {trap}; }}',
         'forward_pids=""',
         # Per run: a requeued job runs again in the same folder.
         'program_ended="$ANYLAUNCH_JOB_DIR/.program-ended.$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"',
-        f"trap forward_signal {s.signal}",
+        trap,
         'if [ "$early_signal" = 1 ]; then forward_signal; fi',
     ]
 
 
+# How long the batch shell waits, once the program ended, for the steps passing on the
+# early signal: a running step sees the file within a second, but an srun that could not
+# start its step (the controller away, restarting) never will, and would hold the
+# allocation until the limit.
+FORWARD_GRACE_S = 30
+
+
 def _end_forwarding(signal: str) -> list[str]:
     """After srun: a step still looking for a rank to pass the early signal to will
-    never find one. It stops when it sees the file that says so, and ends with exit 0.
-    The signal is ignored from here on, so no step starts after that file is gone."""
+    never find one. It stops when it sees the file that says so, and ends with exit 0;
+    one still there after FORWARD_GRACE_S is ended. The signal is ignored from here on,
+    so no step starts after that file is gone."""
     return [
         "# The program ended: the early signal has no rank left to reach, and a step still",
         "# passing it on stops looking.",
         f"trap '' {signal}",
         ': > "$program_ended"',
-        'for pid in $forward_pids; do wait "$pid"; done',
+        f"forward_until=$((SECONDS + {FORWARD_GRACE_S}))",
+        "for pid in $forward_pids; do",
+        '  while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$forward_until" ]; do sleep 0.2; done',
+        '  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null',
+        "done",
         'rm -f "$program_ended"',
     ]
 
