@@ -256,3 +256,11 @@ def pytest_terminal_summary(terminalreporter):
 
         cases = score.load(_DIAGNOSIS_CORPUS / "corpus")
         terminalreporter.write_line(score.score(cases).line())
+        # The set no rule was tuned against (tests/diagnose/test_heldout.py).
+        clear = score.score(score.load(_DIAGNOSIS_CORPUS / "heldout", clear_only=True))
+        every = score.score(score.load(_DIAGNOSIS_CORPUS / "heldout"))
+        terminalreporter.write_line(
+            f"diagnosis held out, never tuned against: {clear.right}/{len(clear.cases)}"
+            f" unambiguous right ({clear.accuracy:.1%}); {every.right}/{len(every.cases)}"
+            f" with the ambiguous ({every.accuracy:.1%})"
+        )

@@ -132,11 +132,15 @@ def split(cases: list[Case]) -> tuple[list[Case], list[Case]]:
     return [c for c in cases if not held_out(c)], [c for c in cases if held_out(c)]
 
 
-def load(folder: Path) -> list[Case]:
+def load(folder: Path, *, clear_only: bool = False) -> list[Case]:
+    """The cases of every YAML file in `folder`; with `clear_only`, without those whose
+    collector marked the label `ambiguous` (a held-out set's arguable cases)."""
     cases = []
     for path in sorted(folder.glob("*.yaml")):
         entries: list[dict[str, Any]] = yaml.safe_load(path.read_text()) or []
         for i, entry in enumerate(entries, 1):
+            if clear_only and entry.get("ambiguous"):
+                continue
             common = {
                 "file": path.name,
                 "index": i,
