@@ -243,6 +243,22 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xdist_group("devstack"))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # pytest-xdist groups a test by renaming its id ("…@devstack"); pytest 9.2 builds ids
+    # from the test's structured address, the rename is lost, and the devstack's tests ran
+    # in both workers at once (a node set DOWN by one failed the other's job). Say so
+    # rather than race (pyproject keeps pytest below 9.2 for this).
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group")]
+    if lost and not all("@" in nodeid for nodeid in lost):
+        raise pytest.UsageError(
+            "pytest-xdist's --dist loadgroup has no effect with this pytest: the devstack's"
+            f" tests would run at once in several workers (e.g. {lost[0]}); install"
+            " pytest<9.2 or run with -n 0"
+        )
+
+
 def pytest_runtest_logreport(report) -> None:
     # Seen where the summary is printed, also when workers (pytest-xdist) ran the tests.
     if report.when == "call" and report.nodeid.startswith("tests/diagnose/"):
