@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -259,14 +260,53 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         )
 
 
+_RELIABILITY: dict[str, Counter[str]] = {"figures": Counter(), "kinds": Counter()}
+_RELIABILITY_ORDER: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+
+
 def pytest_runtest_logreport(report) -> None:
     # Seen where the summary is printed, also when workers (pytest-xdist) ran the tests.
     if report.when == "call" and report.nodeid.startswith("tests/diagnose/"):
         _corpus_ran.append(True)
+    if report.when != "teardown":
+        return
+    for name, value in report.user_properties:  # tests/reliability/conftest.py
+        if name != "reliability":
+            continue
+        figures = dict(value["figures"])
+        for most in value["maxima"]:
+            if most in figures:
+                seen = _RELIABILITY["figures"]
+                seen[most] = max(seen[most], figures.pop(most))
+        _RELIABILITY["figures"].update(figures)
+        _RELIABILITY["kinds"].update(value["kinds"])
+        _RELIABILITY_ORDER[:] = [(tuple(value["order"]), tuple(value["maxima"]))]
+
+
+def _reliability_line() -> str | None:
+    """The reliability suite's figures, in the order it promises them."""
+    figures, kinds = _RELIABILITY["figures"], _RELIABILITY["kinds"]
+    if not figures or not _RELIABILITY_ORDER:
+        return None
+    order = _RELIABILITY_ORDER[0][0]
+    by_kind = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
+    known = [
+        f"{name} {figures[name]}"
+        + (f" ({by_kind})" if name == "faults injected" and by_kind else "")
+        for name in order
+        if name in figures
+    ]
+    extra = [f"{name} {n}" for name, n in sorted(figures.items()) if name not in order]
+    return ", ".join(known + extra)
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The diagnosis corpus' accuracy as one line, when its tests ran."""
+    """The reliability suite's figures, and the diagnosis corpus' accuracy as one line,
+    when their tests ran."""
+    reliability = _reliability_line()
+    if reliability:
+        terminalreporter.write_sep("-", "reliability figures")
+        terminalreporter.write_line(reliability)
     if _corpus_ran:
         from anylaunch.observe.diagnose import score
 
