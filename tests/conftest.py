@@ -261,7 +261,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 _RELIABILITY: dict[str, Counter[str]] = {"figures": Counter(), "kinds": Counter()}
-_RELIABILITY_ORDER: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+_RELIABILITY_ORDER: list[str] = []  # the order the suite promises its figures in
 
 
 def pytest_runtest_logreport(report) -> None:
@@ -280,7 +280,7 @@ def pytest_runtest_logreport(report) -> None:
                 seen[most] = max(seen[most], figures.pop(most))
         _RELIABILITY["figures"].update(figures)
         _RELIABILITY["kinds"].update(value["kinds"])
-        _RELIABILITY_ORDER[:] = [(tuple(value["order"]), tuple(value["maxima"]))]
+        _RELIABILITY_ORDER[:] = value["order"]
 
 
 def _reliability_line() -> str | None:
@@ -288,7 +288,7 @@ def _reliability_line() -> str | None:
     figures, kinds = _RELIABILITY["figures"], _RELIABILITY["kinds"]
     if not figures or not _RELIABILITY_ORDER:
         return None
-    order = _RELIABILITY_ORDER[0][0]
+    order = _RELIABILITY_ORDER
     by_kind = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
     known = [
         f"{name} {figures[name]}"
