@@ -20,10 +20,16 @@ _RANK = re.compile(r"^\[rank(\d+)\]:?\s?")
 _TEE = re.compile(r"^\[default(\d+)\]:")
 _SRUN = re.compile(r"^(\d{1,5}): ")
 _SKY = re.compile(r"^\((?:head|worker\d*|[\w.-]+), rank=(\d+), pid=\d+\) ")
+# Ray's prefix on an actor's or a task's output names a process, not a rank.
+_RAY = re.compile(r"^\([\w.-]+ pid=\d+(?:, ip=[\w.:-]+)?\) ")
+# c10d's ProcessGroupNCCL names the rank that prints in its own message
+# ("[Rank 3] Watchdog caught ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...").
+_C10D_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\baborted on rank (\d+)\b")
 # The prefixes launchers put before a line, outermost first, and what each one numbers.
 # srun --label numbers tasks, which are ranks under launcher: srun.
-_PREFIXES = (
+_PREFIXES: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (_NODE, "node"),
+    (_RAY, None),
     (_SKY, "rank"),
     (_SRUN, "rank"),
     (_RANK, "rank"),
@@ -85,7 +91,11 @@ def parse(text: str, *, node: int | None = None, source: str = "log") -> list[Lo
         for prefix, what in _PREFIXES:
             match = prefix.match(line)
             if match:
-                found[what], line = int(match.group(1)), line[match.end() :]
+                if what is not None:
+                    found[what] = int(match.group(1))
+                line = line[match.end() :]
+        if found["rank"] is None and (named := _C10D_RANK.search(line)):
+            found["rank"] = int(named.group(1) or named.group(2))
         if line.strip():
             out.append(
                 LogLine(line.strip(), lineno, found["node"], found["rank"], found["local"], source)

@@ -91,7 +91,7 @@ RULES: list[Rule] = [
         "TIME_LIMIT",
         "SchedMD/slurm src/slurmctld/job_mgr.c; kubernetes pkg/controller/job/job_controller.go",
         r"\btime limit (was )?(exceeded|reached)",
-        r"exceeded (its|the|job) (wall ?clock |run ?)?time ?limit",
+        r"exceeded (its |the |job |\w+ )?(wall ?clock|wall ?time|run ?time|time)[ -]?limit",
         r"(?<!code = )\bDeadlineExceeded\b",  # gRPC's "code = DeadlineExceeded" is one call's
         r"active longer than specified deadline",
         r"Reason=TimeLimit\b",
@@ -100,6 +100,8 @@ RULES: list[Rule] = [
         r"walltime \d+ exceeded limit \d+",
         r"TERM_RUNLIMIT",
     ),
+    # PBS and Torque call a job killed by its node's failure "preempted (node failure)".
+    _r("NODE_FAIL", "openpbs/openpbs src/server (job preempted)", r"preempted \(node fail"),
     _r("PREEMPTED", SLURM_STEPD, r"DUE TO PREEMPTION", r"DUE TO JOB REQUEUE"),
     # An eviction for memory is the pod using more than it asked for: it comes back
     # on a retry unless the request grows.
@@ -115,8 +117,6 @@ RULES: list[Rule] = [
         r"\brequeu(ed|ing) (job|batch job|JobId)",
         r"JobState=PREEMPTED",
         r"The node was low on resource",
-        r"\bEvicted\b",
-        r"\beviction\b",
         r"\bPod was (evicted|preempted)",
         r"\bPreempt(ed|ing)\b",
         r"spot (instance|VM)?.{0,40}(interrupt|reclaim|terminat)",
@@ -127,6 +127,9 @@ RULES: list[Rule] = [
         r"instance was preempted",
         r"cluster .{0,40}(was|is|has been) preempted",
     ),
+    # A pod's bare "Evicted" does not say why: the message beside it (memory, disk, a
+    # higher-priority pod) decides when it is there.
+    _r("PREEMPTED", "kubernetes pkg/kubelet/eviction", r"\bEvicted\b", r"\beviction\b", weak=True),
     _r("NODE_FAIL", SLURM_STEPD, r"DUE TO NODE FAIL"),
     _r(
         "NODE_FAIL",
@@ -241,6 +244,8 @@ RULES: list[Rule] = [
         r"No available memory for the cache blocks",
         r"\[CUDA\]: out of memory",
         r"OOM when allocating tensor",
+        # a CUDA library's own wording of cudaErrorMemoryAllocation (error 2)
+        r"\bcuda\b.{0,60}\bout of memory\b",
     ),
     _r(
         "OOM_GPU",
@@ -348,6 +353,9 @@ RULES: list[Rule] = [
         r"\blayer does not exist\b|\bblob unknown\b|\bunknown blob\b",
         r"\bhttpReadSeeker\b|/v2/[\w./-]*/(blobs|manifests)/",
         r"Error response from daemon: (Get|Head) \"?https?://\S+/v2/",
+        # the container runtime's refusal of a pull, under the kubelet's "rpc error"
+        r"Error response from daemon: (unauthorized|denied|forbidden)\b",
+        r"\bimage \"[^\"]+\": rpc error: ",
     ),
     _r(
         "IMAGE_PULL",
@@ -479,6 +487,7 @@ RULES: list[Rule] = [
         "kubernetes pkg/kubelet/volumemanager, pkg/kubelet/container; NVIDIA/nvidia-container-toolkit",
         r"MountVolume\.\w+ failed",
         r"Unable to attach or mount volumes",
+        r"timeout expired waiting for volumes to attach",
         r"\bFailedMount\b|\bFailedAttachVolume\b",
         r"failed to mount",
         r"creating mount source path",
@@ -553,6 +562,9 @@ RULES: list[Rule] = [
         # a token required and absent (not a client noting it will go on anonymously)
         r"\bbut no (\w+ )?(token|credentials?) (was |were )?found\b|: no credentials (were )?found\b",
         r"failed to (retrieve|obtain|get|acquire|refresh) (a |an |the )?(access )?token\b",
+        # a library refusing to go on without one ("Token must be specified for push to hub")
+        r"\b(token|credentials?)s? (must|needs? to|has to) be (specified|provided|set|given|passed)\b",
+        r"\b(access |auth |api |hf |hub )?(token|credentials?)s? (is|are) required\b",
         words=("token", "credential"),
     ),
     _r(
@@ -756,7 +768,7 @@ RULES: list[Rule] = [
     _r(
         "NCCL_TIMEOUT",
         C10D_NCCL,
-        r"Watchdog caught collective operation timeout",
+        r"Watchdog caught collective( operation timeout|\s*$)",  # a terminal may wrap it
         r"ran for \d+ milliseconds before timing out",
         r"\bNCCL timeout\b|\bnccl.{0,20}timed out\b",
         r"collective operation timeout",
@@ -901,6 +913,8 @@ RULES: list[Rule] = [
         r"Address family for hostname not supported",
         r"hostname of the client socket cannot be retrieved",
         r"\bENOTFOUND\b|\bEAI_NONAME\b|Could not resolve hostname",
+        # musl's and busybox's wording (alpine-based images, a launcher's wait loop)
+        r"Name does not resolve|nslookup: can't resolve '",
         r"network addresses of .* cannot be retrieved",
         r"Cannot assign requested address",
         r"No route to host",
@@ -1038,6 +1052,8 @@ RULES: list[Rule] = [
         r"can't open file",
         r"execve\(\): .*: No such file or directory",
         r"Could not find a version that satisfies the requirement|No matching distribution found",
+        # a library refusing the installed version of another ("requires PyTorch >= 1.10")
+        r"\brequires? (\w[\w.-]* ){0,2}?\w[\w.-]* ?(>=|==|~=|>) ?v?\d",
         r"^E: Unable to locate package",
         r"(?:[a-z_]\w*\.)+[A-Z]\w*Failed: ",
         r"CalledProcessError",

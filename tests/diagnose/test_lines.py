@@ -1,0 +1,38 @@
+"""Where a log line came from: the prefixes launchers write, and the rank c10d names."""
+
+from __future__ import annotations
+
+from anylaunch.observe.diagnose.lines import parse
+
+
+def test_a_launchers_prefixes_give_the_node_and_rank_and_leave_the_message():
+    (line,) = parse("[node 1] [rank3]:[E416 20:40:12 ProcessGroupNCCL.cpp:607] boom")
+    assert (line.node, line.rank, line.text) == (
+        1,
+        3,
+        "[E416 20:40:12 ProcessGroupNCCL.cpp:607] boom",
+    )
+
+
+def test_rays_prefix_names_a_process_not_a_rank():
+    (line,) = parse("(WorkerDict pid=63294, ip=10.0.0.5) RuntimeError: boom")
+    assert (line.rank, line.text) == (None, "RuntimeError: boom")
+    (line,) = parse("(WorkerDict pid=63294) [rank3]:[E416] timeout")
+    assert line.rank == 3
+
+
+def test_c10d_names_the_rank_that_prints_in_its_own_message():
+    watchdog = "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8)"
+    assert parse(watchdog)[0].rank == 5
+    tagged = "[PG ID 0 PG GUID 0(default_pg) Rank 2] Process group watchdog thread terminated"
+    assert parse(tagged)[0].rank == 2
+    assert parse("RuntimeError: NCCL communicator was aborted on rank 7.")[0].rank == 7
+
+
+def test_a_prefix_rank_wins_over_one_a_message_mentions():
+    assert parse("[rank1]: waiting for [Rank 0] to answer")[0].rank == 1
+    assert parse("3: error from [Rank 0]")[0].rank == 3
+
+
+def test_a_rank_a_message_merely_counts_is_not_read():
+    assert parse("world size 8, rank 3 of 8 is ready")[0].rank is None
