@@ -245,7 +245,9 @@ RULES: list[Rule] = [
         r"\[CUDA\]: out of memory",
         r"OOM when allocating tensor",
         # a CUDA library's own wording of cudaErrorMemoryAllocation (error 2)
-        r"\bcuda\b.{0,60}\bout of memory\b",
+        r"\b(alloc_)?cuda\b.{0,60}\bout of memory\b",
+        # a framework's check of a CUDA call (Caffe's CHECK, a kernel's GPUassert)
+        r"cudaSuccess\b.{0,30}\bout of memory\b|\bGPUassert: out of memory\b",
     ),
     _r(
         "OOM_GPU",
@@ -289,6 +291,7 @@ RULES: list[Rule] = [
         r"Unable to allocate [\d.]+ [KMGT]i?B for an array",
         r"^(?!.*(torch_|NCCL|ibv_)).*Cannot allocate memory",
         r"DefaultCPUAllocator: (can't allocate memory|not enough memory)",
+        r"CPUAllocator\.cpp:\d+\] posix_memalign\(",
         r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) is killed by signal: Killed",
     ),
     # Shared memory before disk space: both say "No space left on device".
@@ -571,6 +574,10 @@ RULES: list[Rule] = [
         "STORAGE",
         "boto/botocore (S3 error codes); python/cpython errno; anylaunch src/anylaunch/storage",
         r"NoSuchBucket|NoSuchKey|\bAccessDenied\b|Access Denied",
+        # Google Cloud Storage refusing a permission on a bucket or its objects
+        r"does not have storage\.\w+\.\w+ access",
+        # Azure Storage refusing the caller a permission on the data
+        r"\bPublicAccessNotPermitted\b|\bAuthorizationPermissionMismatch\b",
         r"\bContainerNotFound\b|\bBlobNotFound\b|\bNoSuchUpload\b",
         r"The specified (container|blob|bucket|key) does not exist",
         r"anylaunch-stage: \w+: error",
