@@ -534,7 +534,10 @@ RULES: list[Rule] = [
         r"\b401\b.{0,40}(Unauthorized|Client Error)",
         r"\bUnauthorized\b",
         r"token (is )?(invalid|expired|missing)",
-        r"invalid (auth |user |api |access )?(token|credentials|api key)",
+        r"invalid (auth |user |api |access )?(token|credentials|api ?key)",
+        # Google's and Azure's client libraries refused at sign-in
+        r"\bRefreshError\b.{0,80}(invalid_grant|expired|revoked)|\binvalid_grant\b",
+        r"\bClientAuthenticationError\b|Server failed to authenticate the request",
         r"GatedRepoError|gated repo",
         r"Authentication (failed|required)",
         r"InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|UnrecognizedClientException",
@@ -685,6 +688,11 @@ RULES: list[Rule] = [
         r"More processors requested than permitted",
         r"Node count specification invalid",
         r"Invalid feature specification",
+        r"--gres=\S+ is not valid|\bgres not found\b",
+        # PBS's and LSF's refusals of a submission
+        r"qsub: (error: )?(Job exceeds queue|Unknown queue|Job rejected by all possible destinations"
+        r"|Illegal attribute or resource value|Unknown resource)",
+        r"\bJob not submitted\b|Bad resource requirement syntax",
         r"anylaunch: error: \S+:\d+:",
     ),
     _r(
@@ -733,7 +741,9 @@ RULES: list[Rule] = [
         r"\b(no|not (having |have )?(enough|sufficient)|insufficient|out of|lack of"
         r"|unable to (provision|acquire|allocate))"
         r"\b[\w\s/.-]{0,40}\bcapacity\b",
-        r"\b(insufficient|exceed\w*|exhausted)\b.{0,40}\bquota\b",
+        r"\b(insufficient|exceed\w*|exhausted)\b.{0,60}\bquota\b",
+        # a spot bid below the market price: no spot capacity at that price
+        r"\bSpotMaxPriceTooLow\b|\bspot (request )?price\b.{0,60}\blower than\b",
         r"NO_CAPACITY\b|\bNoCapacity\w*|CapacityError\b",
         r"\bno offers\b",
         r"\b\w*(Instance|Vcpu|Resource)(Limit|Count)Exceeded\b",
@@ -749,7 +759,7 @@ RULES: list[Rule] = [
         r"not supported in (your|the) requested (Availability Zone|zone|region)",
         r"\bnot available in (the |this |your )?(current |requested )?(region|zone|location|availability zone)\b",
         r"\bresources (are )?(currently )?unavailable\b",
-        r"\bno (available|free|idle) (nodes?|instances?|machines?|resources)\b",
+        r"\bno (available|free|idle) (nodes?|instances?|machines?|resources|GPUs?)\b",
         r"\bOverconstrained\w*\b",
         words=(
             "capacity",
@@ -768,6 +778,7 @@ RULES: list[Rule] = [
             "unavailable",
             "requested",
             "overconstrained",
+            "spot",
         ),
     ),
     # --- Collectives: the timeout before the error, so a watchdog timeout wrapped in a
