@@ -242,6 +242,8 @@ RULES: list[Rule] = [
         r"\bGPU \d+ has a total capacity of",
         r"cudaMalloc(Async)? (failed|retries)",
         r"No available memory for the cache blocks",
+        # vLLM: the memory left on the GPU after the weights holds fewer tokens than asked
+        r"larger than the maximum number of tokens that can be stored in KV cache",
         r"\[CUDA\]: out of memory",
         r"OOM when allocating tensor",
         # a CUDA library's own wording of cudaErrorMemoryAllocation (error 2)
@@ -1031,7 +1033,7 @@ RULES: list[Rule] = [
         "USER_ERROR",
         "python/cpython; bash; SkyPilot FAILED_SETUP",
         r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?:\([\w.]+\))?(?::|$|\([\x22\x27])",
-        r"^(AssertionError|KeyboardInterrupt|StopIteration)\b",
+        r"^(AssertionError|KeyboardInterrupt|StopIteration)\b|^Exception: \S",
         case=True,
         generic=True,
         words=("error", "exception", "exit", "interrupt", "stopiteration"),
