@@ -97,6 +97,7 @@ RULES: list[Rule] = [
         r"Reason=TimeLimit\b",
         r"\bwall ?time limit\b.*(exceeded|reached|killed)",
         r"JobState=TIMEOUT",
+        r"\bTIMEOUT\s+\d+:\d+\s*$",  # a row of sacct: State, then ExitCode
         r"walltime \d+ exceeded limit \d+",
         r"TERM_RUNLIMIT",
     ),
@@ -116,6 +117,7 @@ RULES: list[Rule] = [
         r"\bjob (was )?requeued\b",
         r"\brequeu(ed|ing) (job|batch job|JobId)",
         r"JobState=PREEMPTED",
+        r"\bPREEMPTED\s+\d+:\d+\s*$",
         r"The node was low on resource",
         r"\bPod was (evicted|preempted)",
         r"\bPreempt(ed|ing)\b",
@@ -125,6 +127,8 @@ RULES: list[Rule] = [
         # the cloud's metadata service announcing the instance's end (GCP, AWS, Azure)
         r"\b(termination|preemption|interruption) is imminent\b|\binterruption notice\b",
         r"instance was preempted",
+        # the kubelet's graceful node shutdown (a spot or maintenance reclaim of the node)
+        r"Pod was terminated in response to imminent node shutdown",
         r"cluster .{0,40}(was|is|has been) preempted",
     ),
     # A pod's bare "Evicted" does not say why: the message beside it (memory, disk, a
@@ -343,7 +347,9 @@ RULES: list[Rule] = [
         r"pull access denied",
         r"toomanyrequests: You have reached your pull rate limit",
         r"repository does not exist or may require",
-        r"image not found|Image not found",
+        r"image not found|Image not found|\bimage \S+ not found\b",
+        # Apptainer/Singularity fetching an image for a container
+        r"\bUnable to pull \w+://|\bconveyor failed to get\b",
         # The daemon writing a pulled layer to the node: the pull failed whatever the OS
         # said (a full disk, an I/O error).
         r"failed to (register|extract|apply) layer|\bApplyLayer\b|Error processing tar file",
@@ -485,7 +491,7 @@ RULES: list[Rule] = [
         "USER_ERROR",
         "opencontainers/runc libcontainer (exec of the container's command)",
         r"executable file not found in \$PATH",
-        r"exec: \"[^\"]+\": (permission denied|no such file or directory|exec format error)",
+        r"exec: \"[^\"]+\": (stat \S+: )?(permission denied|no such file or directory|exec format error)",
     ),
     _r(
         "CONTAINER_MOUNT",
@@ -508,6 +514,11 @@ RULES: list[Rule] = [
         r"nvidia-container-cli: \w+ error",
         r"(?<!pyxis: )couldn't start container|(?<!pyxis: )container start failed",
         r"could not select device driver",
+        # the runtime setting the container up (its mounts, hooks, cgroups), in runc's,
+        # docker's, containerd's and Apptainer's words
+        r"unable to start container process|error during container init",
+        r"invalid mount config|bind source path does not exist|failed to generate container spec",
+        r"container creation failed: mount\b",
     ),
     _r(
         "USER_ERROR",
@@ -554,6 +565,9 @@ RULES: list[Rule] = [
         # W&B's key refused (its length checked, or the server's answer)
         r"\bAPI key must be \d+ characters\b|\bAuthenticationError\b",
         r"API key you provided is (either )?(invalid|missing)",
+        r"\b(api ?key|credentials?|password)s? (is|are|was|were|has|have)( been)? (invalid|expired|incorrect|wrong|revoked)\b",
+        r"Not authorized to perform:? sts:\w+",
+        r"\bCloudUserIdentityError\b",
     ),
     # torch's wrapper says "failed or timed out": a line that says which wins over it.
     _r("NCCL_TIMEOUT", C10D_NCCL, r"Some NCCL operations have failed or timed out", weak=True),
@@ -763,6 +777,8 @@ RULES: list[Rule] = [
         r"\bresources (are )?(currently )?unavailable\b",
         r"\bno (available|free|idle) (nodes?|instances?|machines?|resources|GPUs?)\b",
         r"\bOverconstrained\w*\b",
+        # the cluster autoscaler that cannot add the node a pending pod needs
+        r"max node group size reached|\bNotTriggerScaleUp\b|no node group can be scaled up",
         words=(
             "capacity",
             "quota",
@@ -780,6 +796,8 @@ RULES: list[Rule] = [
             "unavailable",
             "requested",
             "overconstrained",
+            "node group",
+            "nottriggerscaleup",
             "spot",
         ),
     ),
@@ -976,6 +994,7 @@ RULES: list[Rule] = [
         r"job was (cancelled|canceled|stopped) by",
         r"\bcancell?ed by user\b",
         r"Job stopped by user",
+        r"\bManagedJobUserCancelledError\b",
     ),
     # A step cancelled by srun after one task failed is the cascade, not the cause.
     _r(
