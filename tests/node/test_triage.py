@@ -128,3 +128,29 @@ def test_only_this_attempts_lines_are_read(tmp_path, capsys):
 def test_its_backoff_is_the_policy_s(attempt):
     rule = {"backoff": 30, "max_backoff": 600}
     assert triage.backoff(30, 600, attempt) == policy.backoff(rule, attempt)
+
+
+WRAPPED = (
+    "RuntimeError: DataLoader worker (pid 47) is killed by signal: Bus\n"
+    "error. It is possible that dataloader's workers are out of shared\n"
+    "memory. Please try to raise your shared memory limit.\n"
+)
+
+
+def test_a_message_a_terminal_wrapped_is_read_whole_as_the_diagnosis_reads_it():
+    found = triage.classify([(0, WRAPPED)])
+    assert found is not None and found.code == "SHM"
+    # a next line that opens a record of its own is not a continuation
+    assert (
+        triage.classify(
+            [(0, "enroot start cuda\nsed: couldn't close stdout: No space left on device\n")]
+        ).code
+        == "STORAGE"
+    )
+
+
+def test_a_store_lost_after_the_program_said_its_work_was_done_is_not_retried_in_the_job():
+    lost = "[c10d] recvValue failed on SocketImpl(fd=30): failed to recv, got 0 bytes\n"
+    assert triage.classify([(0, lost)]).code == "RDZV_FAILED"
+    done = "step 100 loss 0.1\ntraining finished after 100 steps\n" + lost
+    assert triage.classify([(0, done)]) is None

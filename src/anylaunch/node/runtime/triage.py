@@ -25,7 +25,18 @@ import subprocess
 import sys
 import time
 
-from .rules_table import IGNORE, LINE_PREFIXES, ORDER, PREFIX, RULES, STRONG, WARNING
+from .rules_table import (
+    END_OF_WORK,
+    IGNORE,
+    LINE_PREFIXES,
+    ORDER,
+    PREFIX,
+    RECORD,
+    RULES,
+    SHUTDOWN_CLASSES,
+    STRONG,
+    WARNING,
+)
 
 LOG = re.compile(r"^node-(\d+)\.log$")
 # Bytes of each node's log read per attempt, from its end: the failure is near the end.
@@ -43,6 +54,8 @@ _RULES = [
 _IGNORE = re.compile(IGNORE, re.IGNORECASE)
 _PREFIX = re.compile(PREFIX)
 _WARNING = re.compile(WARNING)
+_RECORD = re.compile(RECORD)
+_END_OF_WORK = re.compile(END_OF_WORK, re.IGNORECASE)
 _LINE_PREFIXES = [(re.compile(pattern), what) for pattern, what in LINE_PREFIXES]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RANK = {code: len(ORDER) - i for i, code in enumerate(ORDER)}
@@ -56,10 +69,10 @@ class Found:
         self.code, self.node, self.blames, self.text = code, node, blames, text
 
 
-def rule_of(text: str) -> tuple[str, int, bool] | None:
-    """The rule one line matches: (class, strength, blames its node), as the diagnosis's
-    `rules.classify` finds it (the first strong rule, else the first weak one; a generic
-    rule yields to a weak one before it)."""
+def rule_of(text: str) -> tuple[str, int, bool, bool] | None:
+    """The rule one line matches: (class, strength, blames its node, generic), as the
+    diagnosis's `rules.classify` finds it (the first strong rule, else the first weak
+    one; a generic rule yields to a weak one before it)."""
     if _IGNORE.search(text):
         return None
     body = _PREFIX.sub("", text, count=1)
@@ -70,19 +83,21 @@ def rule_of(text: str) -> tuple[str, int, bool] | None:
             continue
         if pattern.search(text) or (body != text and pattern.search(body)):
             if strength != STRONG:
-                weak = weak or (code, strength, blames)
+                weak = weak or (code, strength, blames, generic)
             elif generic and weak is not None:
                 return weak  # the exception's class alone: the cascade its message names
             else:
-                return code, strength, blames
+                return code, strength, blames, generic
     return weak
 
 
 def classify(logs: list[tuple[int | None, str]]) -> Found | None:
     """The failure named outright in `logs` ((node index, text) each): the strongest
-    class among the error lines a strong rule names; None when no such line is found."""
+    class among the error lines a strong rule names; None when no such line is found.
+    A line a terminal wrapped is read joined with the next, as the diagnosis reads it."""
     best: Found | None = None
     for node, text in logs:
+        rows = []  # (line, node, is a warning, its rule)
         for raw in text.splitlines():
             line, where = _ANSI.sub("", raw).strip(), node
             for prefix, what in _LINE_PREFIXES:  # as the diagnosis reads a line
@@ -91,14 +106,44 @@ def classify(logs: list[tuple[int | None, str]]) -> Found | None:
                     line = line[match.end() :]
                     where = int(match.group(1)) if what == "node" else where
             line = line.strip()
-            if not line or _WARNING.search(line):
+            if line:
+                warning = bool(_WARNING.search(line))
+                rows.append((line, where, warning, None if warning else rule_of(line)))
+        over = False  # the program said its work was done: a store or peer lost after it
+        for i, (line, where, warning, found) in enumerate(rows):  # is the shutdown's
+            over = over or bool(_END_OF_WORK.search(line))
+            if i + 1 < len(rows):
+                found = _wrapped(line, found, rows[i + 1]) or found
+            if warning or found is None or found[1] != STRONG:
                 continue
-            found = rule_of(line)
-            if found is None or found[1] != STRONG:
-                continue
+            if over and found[0] in SHUTDOWN_CLASSES:
+                continue  # training was over: the full diagnosis reads the teardown
             if best is None or _RANK[found[0]] > _RANK[best.code]:
                 best = Found(found[0], where, found[2], line)
     return best
+
+
+def _wrapped(
+    line: str,
+    alone: tuple[str, int, bool, bool] | None,
+    after: tuple[str, int | None, bool, tuple[str, int, bool, bool] | None],
+) -> tuple[str, int, bool, bool] | None:
+    """The rule `line` joined with the next matches, when that one continues it (the
+    diagnosis's `findings.find_wrapped`): a strong class neither line names alone."""
+    text, _, after_warning, after_alone = after
+    if alone is not None and alone[1] == STRONG and not alone[3]:
+        return None
+    if after_warning or not text[:1].islower() or _RECORD.match(text):
+        return None
+    joined_text = f"{line} {text}"
+    if _WARNING.search(joined_text):
+        return None
+    joined = rule_of(joined_text)
+    if joined is None or joined[1] != STRONG or joined[3]:
+        return None
+    if any(f is not None and f[0] == joined[0] for f in (alone, after_alone)):
+        return None
+    return joined
 
 
 def backoff(first: float, most: float, attempt: int) -> float:

@@ -25,7 +25,7 @@ from typing import Any
 
 from anylaunch.observe.diagnose import hang, rules, signals, teardown
 from anylaunch.observe.diagnose.classes import BY_CODE
-from anylaunch.observe.diagnose.findings import Finding, find
+from anylaunch.observe.diagnose.findings import Finding, find, find_wrapped
 from anylaunch.observe.diagnose.lines import LogLine, parse
 
 # Backend states that are the diagnosis by themselves.
@@ -79,7 +79,7 @@ def diagnose_lines(
     lines = [*lines, *(LogLine(e, i, source="event") for i, e in enumerate(events, 1))]
     stuck = hang.read(lines)
     stacks = stuck.block if stuck is not None else set()
-    found = [f for i, line in enumerate(lines) if i not in stacks and (f := find(line)) is not None]
+    found = _findings(lines, stacks)
     if stuck is not None:
         found.append(Finding(stuck.header, "HANG", rules.STRONG, WATCHDOG))
     exit_reading = signals.from_exit(exit_code)
@@ -134,6 +134,19 @@ def diagnose_lines(
         first_failure=first,
         inferred=inferred,
     )
+
+
+def _findings(lines: Sequence[LogLine], skip: set[int]) -> list[Finding]:
+    """Each line's finding; a line a terminal wrapped is read joined with the next one."""
+    alone = [None if i in skip else find(line) for i, line in enumerate(lines)]
+    out = []
+    for i, line in enumerate(lines):
+        finding = alone[i]
+        if i not in skip and i + 1 < len(lines) and i + 1 not in skip:
+            finding = find_wrapped(line, lines[i + 1], finding, alone[i + 1]) or finding
+        if finding is not None:
+            out.append(finding)
+    return out
 
 
 def _hung(stuck: hang.Hang) -> Diagnosis:

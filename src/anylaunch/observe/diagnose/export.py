@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from anylaunch.observe.diagnose import lines, policy, rules
+from anylaunch.observe.diagnose import findings, lines, policy, rules, teardown
 from anylaunch.observe.diagnose.classes import CLASSES
 
 HEADER = '''\
@@ -57,6 +57,12 @@ def source() -> str:
         f"IGNORE = {rules.IGNORE.pattern!r}\n",
         f"PREFIX = {rules._PREFIX.pattern!r}\n",
         f"WARNING = {lines._WARNING.pattern!r}\n",
+        "# A line that opens a record of its own, not the rest of a wrapped one.\n",
+        f"RECORD = {findings.RECORD.pattern!r}\n",
+        "# What a program prints when its work is over, and the classes that are then the\n",
+        "# shutdown failing (a store or a peer gone), not a failure to retry.\n",
+        f"END_OF_WORK = {teardown.END_OF_WORK.pattern!r}\n",
+        f"SHUTDOWN_CLASSES = {tuple(sorted(teardown.SHUTDOWN_CLASSES))!r}\n",
         "# The launchers' prefixes before a line, outermost first, and what each numbers.\n",
         f"LINE_PREFIXES = {tuple((p.pattern, what) for p, what in lines._PREFIXES)!r}\n",
         "# (class, strength, pattern, ignore case, words: a line with none of them cannot\n",

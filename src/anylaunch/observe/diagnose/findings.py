@@ -4,6 +4,8 @@ whole-log readers (`teardown`, `hang`) read them too."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass
 
 from anylaunch.observe.diagnose import rules, signals
@@ -11,6 +13,9 @@ from anylaunch.observe.diagnose.classes import PRECEDENCE
 from anylaunch.observe.diagnose.lines import LogLine, is_warning
 
 WARNING = 0  # the strength of anything said on a warning line
+# A line that opens a record of its own ("sed: ...", "srun: error: ...", "rank 3: ..."),
+# not the rest of the line before it.
+RECORD = re.compile(r"^[\w.-]+( \d+)?:(\s|$)")
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,7 @@ class Finding:
     strength: int
     emitter: str
     reading: signals.Reading | None = None  # set when only a signal/exit status spoke
+    generic: bool = False  # the rule names only the shape of a line (an exception's)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -35,9 +41,37 @@ def find(line: LogLine) -> Finding | None:
     if reading is not None:
         finding = Finding(line, reading.code, rules.WEAK, reading.meaning.source, reading)
     elif rule is not None:
-        finding = Finding(line, rule.code, rule.strength, rule.source)
+        finding = Finding(line, rule.code, rule.strength, rule.source, generic=rule.generic)
     else:
         return None
     if is_warning(line.text):
-        return Finding(line, finding.code, WARNING, finding.emitter, finding.reading)
+        return Finding(
+            line, finding.code, WARNING, finding.emitter, finding.reading, finding.generic
+        )
     return finding
+
+
+def find_wrapped(
+    line: LogLine, after: LogLine, alone: Finding | None, after_alone: Finding | None
+) -> Finding | None:
+    """What `line` says joined with the line after it, when a terminal or a paste wrapped
+    one message onto two ("... killed by signal: Bus" / "error. It is possible ..."): a
+    strong finding of a class neither line names alone, else None. Only a continuation is tried (the
+    next line goes on in lower case, from the same node), so most lines cost nothing."""
+    if alone is not None and alone.strength >= rules.STRONG and not alone.generic:
+        return None
+    text = after.text
+    if not text[:1].islower() or RECORD.match(text) or after.node != line.node:
+        return None
+    if after.source != line.source:
+        return None
+    if after.rank is not None and after.rank != line.rank:
+        return None
+    joined = find(LogLine(f"{line.text} {text}", line.lineno, line.node, line.rank,
+                          line.local_rank, line.source))  # fmt: skip
+    if joined is None or joined.strength < rules.STRONG or joined.generic:
+        return None
+    if any(f is not None and f.code == joined.code for f in (alone, after_alone)):
+        return None  # what one of the lines says by itself
+    # The evidence is the first line itself: the whole-log readers find lines by identity.
+    return dataclasses.replace(joined, line=line)

@@ -51,11 +51,14 @@ _WARNING = re.compile(
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")  # a log pasted into a Markdown quote
+_EMPHASIS = re.compile(
+    r"^(\s*)(\*\*|__)(\S(?:(?:(?!\*\*|__).)*\S)?)\2\s*$"
+)  # a pasted line in bold
 
 
 def _clean(raw: str) -> str:
-    """The line without colour codes or quote markers, which no emitter's text has."""
-    return _QUOTE.sub("", _ANSI.sub("", raw)).rstrip()
+    """The line without colour codes, quote markers or emphasis, which no emitter's text has."""
+    return _EMPHASIS.sub(r"\1\3", _QUOTE.sub("", _ANSI.sub("", raw))).rstrip()
 
 
 def is_warning(text: str) -> bool:

@@ -93,7 +93,11 @@ RULES: list[Rule] = [
         r"\btime limit (was )?(exceeded|reached)",
         r"exceeded (its |the |job |\w+ )?(wall ?clock|wall ?time|run ?time|time)[ -]?limit",
         r"(?<!code = )\bDeadlineExceeded\b",  # gRPC's "code = DeadlineExceeded" is one call's
-        r"active longer than specified deadline",
+        r"active (on the node )?longer than (the )?specified deadline",
+        # Flux's, submitit's and grid middleware's words for the allocation's end
+        r"\bresource allocation expired\b",
+        r"\btimed-out and not checkpointable\b",
+        r"\bwall ?clock limit\b.{0,60}\bkilled\b",
         r"Reason=TimeLimit\b",
         r"\bwall ?time limit\b.*(exceeded|reached|killed)",
         r"JobState=TIMEOUT",
@@ -103,6 +107,18 @@ RULES: list[Rule] = [
     ),
     # PBS and Torque call a job killed by its node's failure "preempted (node failure)".
     _r("NODE_FAIL", "openpbs/openpbs src/server (job preempted)", r"preempted \(node fail"),
+    # JAX's and XLA's coordination service: the tasks of a multi-host job finding each
+    # other (its heartbeat message lists "got preempted" among possible causes, so it
+    # stands before the preemption rules).
+    _r(
+        "RDZV_FAILED",
+        "openxla/xla xla/tsl/distributed_runtime/coordination; jax-ml/jax jax/_src/distributed.py",
+        r"\bcoordination service\b.{0,120}(fail|error|heartbeat timeout|UNAVAILABLE|DEADLINE_EXCEEDED)",
+        r"\bcluster registration failed\b",
+        r"CoordinationService/\w+",
+        r"Coordination service agent in error status",
+        r"DEADLINE_EXCEEDED: Barrier timed out",
+    ),
     _r("PREEMPTED", SLURM_STEPD, r"DUE TO PREEMPTION", r"DUE TO JOB REQUEUE"),
     # An eviction for memory is the pod using more than it asked for: it comes back
     # on a retry unless the request grows.
@@ -120,7 +136,9 @@ RULES: list[Rule] = [
         r"\bPREEMPTED\s+\d+:\d+\s*$",
         r"The node was low on resource",
         r"\bPod was (evicted|preempted)",
-        r"\bPreempt(ed|ing)\b",
+        r"\bPreempt(ed|ing)\b|\bpre-empt(ed|ion)\b|\bPreemptionError\b",
+        # AWS Batch and ECS: the instance under the job was taken away
+        r"Host EC2 \(instance \S+\) terminated",
         r"spot (instance|VM)?.{0,40}(interrupt|reclaim|terminat)",
         r"\binstances?\.preempted\b",
         r"\bpreemption notice\b",
@@ -152,6 +170,8 @@ RULES: list[Rule] = [
         r"Task launch for \S+ failed on node",
         r"job driver (died|was lost)|FAILED_DRIVER",
         r"its node has died",
+        # Ray's head losing a node's heartbeats
+        r"has been marked dead because .{0,60}missed too many heartbeats|\bRAY_NODE_REMOVED\b",
         r"FAILED_CONTROLLER",
     ),
     # --- GPU hardware and driver --------------------------------------------------------
@@ -186,7 +206,7 @@ RULES: list[Rule] = [
         r"nvidia-container-cli: initialization error: (driver|nvml|cuda)\b",
         r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
         r"Failed to initialize NVML",
-        r"CUDA error: unknown error",
+        r"CUDA error: unknown error|\bcuda runtime error \(30\)",
         # cudaErrorLaunchFailure in the runtime's, the driver's and NCCL's words
         r"\bunspecified launch failure\b|cudaErrorLaunchFailure|CUDA_ERROR_LAUNCH_FAILED",
         r"CUDA_ERROR_(NOT_INITIALIZED|NO_DEVICE)\b",
@@ -242,6 +262,9 @@ RULES: list[Rule] = [
         r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate",
         r"RESOURCE_EXHAUSTED: (Out of memory|Failed to allocate)",
         r"HIP out of memory",
+        # TensorFlow's and XLA's stream executor allocating on the device
+        r"failed to allocate [\d.]+[KMGT]? \(\d+ bytes\) from device",
+        r"Resource exhausted: Out of memory",
         r"out of memory on (device|GPU)",
         r"\bGPU \d+ has a total capacity of",
         r"cudaMalloc(Async)? (failed|retries)",
@@ -300,6 +323,13 @@ RULES: list[Rule] = [
         r"CPUAllocator\.cpp:\d+\] posix_memalign\(",
         r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) is killed by signal: Killed",
     ),
+    # A peer's NCCL segment that is not there to attach to is NCCL's own fault (fixed by
+    # another NCCL version), not a full /dev/shm: creating or growing one is the space.
+    _r(
+        "NCCL_ERROR",
+        "NVIDIA/nccl src/misc/shmutils.cc (attaching to a peer's segment)",
+        r"Error while attaching to shared memory segment .{0,160}No such file or directory",
+    ),
     # Shared memory before disk space: both say "No space left on device".
     _r(
         "SHM",
@@ -316,7 +346,7 @@ RULES: list[Rule] = [
         r"unable to \w+ .{0,60}</?torch_",
         r"unable to (write to|open) (file|shared memory)",
         r"shm_open|shmget|shm_unlink",
-        r"^(?!.*\benroot).*/dev/shm",
+        r"^(?!.*(\benroot|Error response from daemon)).*/dev/shm",
         r"\bshm[ _-](size|limit|space)\b",
         r"(fail\w*|unable|cannot|could not) (to )?\w+ .{0,20}shared memory",
         r"\bshared memory\b.{0,40}(exhausted|insufficient|is full|No space)",
@@ -490,7 +520,7 @@ RULES: list[Rule] = [
     _r(
         "USER_ERROR",
         "opencontainers/runc libcontainer (exec of the container's command)",
-        r"executable file not found in \$PATH",
+        r"^(?!.*MountVolume).*executable file not found in \$PATH",
         r"exec: \"[^\"]+\": (stat \S+: )?(permission denied|no such file or directory|exec format error)",
     ),
     _r(
@@ -514,6 +544,9 @@ RULES: list[Rule] = [
         r"nvidia-container-cli: \w+ error",
         r"(?<!pyxis: )couldn't start container|(?<!pyxis: )container start failed",
         r"could not select device driver",
+        # a secret or config map the pod mounts or reads that does not exist
+        r"Error: (secret|configmap)s? \"[^\"]+\" not found",
+        r"error creating \w+ mount to\b",
         # the runtime setting the container up (its mounts, hooks, cgroups), in runc's,
         # docker's, containerd's and Apptainer's words
         r"unable to start container process|error during container init",
@@ -554,6 +587,7 @@ RULES: list[Rule] = [
         r"GatedRepoError|gated repo",
         r"Authentication (failed|required)",
         r"InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|UnrecognizedClientException",
+        r"Access Key Id you provided does not exist",
         r"Unable to locate credentials|NoCredentialsError",
         # Google's client libraries with no application-default credentials (Go, Python)
         r"could not find default credentials|DefaultCredentialsError",
@@ -571,6 +605,14 @@ RULES: list[Rule] = [
     ),
     # torch's wrapper says "failed or timed out": a line that says which wins over it.
     _r("NCCL_TIMEOUT", C10D_NCCL, r"Some NCCL operations have failed or timed out", weak=True),
+    # An HTTP client's 401 is a credential refused, a 403 (below) needs the body to say
+    # which; W&B prints the response object.
+    _r(
+        "AUTH",
+        "HTTP 401 (requests' Response, TensorFlow's file system)",
+        r"<Response \[401\]>|\bHTTP response code 401\b",
+    ),
+    _r("AUTH", "HTTP 403 (requests' Response)", r"<Response \[403\]>", weak=True),
     # A bare HTTP 403 names no cause: a body or the next line does (S3's AccessDenied is
     # a permission on the data, an unknown key is the credential).
     _r("AUTH", "HTTP 403", r"\b403\b.{0,30}Forbidden", weak=True),
@@ -603,7 +645,7 @@ RULES: list[Rule] = [
         r"No space left on device|ENOSPC",
         r"Disk quota exceeded|EDQUOT",
         r"Read-only file system|EROFS",
-        r"Stale file handle|ESTALE",
+        r"Stale (NFS )?file handle|ESTALE",
         r"Input/output error|\bEIO\b",
         r"\[Errno \d+\] [^:]{0,60}: '/(\S*/)?(s3|gcs|gcsfuse|buckets?|blob\w*|juicefs|mountpoint\w*|s3mnt|gcsmnt)/",
         r"PermissionError: \[Errno 13\] Permission denied",
@@ -715,6 +757,7 @@ RULES: list[Rule] = [
         "SUBMIT_CONFIG",
         SKY + "; kubernetes apiserver validation; Lepton API",
         r"\bValidationError\b.*(job|spec)",
+        r"failed quota: \S+: must specify\b",
         r"InvalidRequest",
         r"ResourcesMismatchError",
         r"No cloud (is )?(enabled|access)",
@@ -810,12 +853,22 @@ RULES: list[Rule] = [
         r"ran for \d+ milliseconds before timing out",
         r"\bNCCL timeout\b|\bnccl.{0,20}timed out\b",
         r"collective operation timeout",
-        r"ProcessGroupNCCL.{0,60}(?<!failed or )(timed out|timeout)",
-        r"watchdog got stuck|Heartbeat monitor timed out|heartbeat monitor",
+        r"ProcessGroupNCCL.{0,60}(?<!failed or )(?<!monitor )(timed out|timeout)",
         r"Exception raised from checkTimeout",
         r"failed to pass monitoredBarrier",
         r"NCCL_ERROR_TIMEOUT|ncclTimeout\b",
         r"Timeout at NCCL work",
+    ),
+    # c10d's heartbeat monitor: the watchdog thread itself is blocked in a CUDA or NCCL
+    # call ("this typically indicates a NCCL/CUDA API hang"), no collective timed out. It
+    # also fires while a job that timed out is torn down, so the timeout decides then.
+    # Horovod's stall check says the same of ranks that stopped submitting.
+    _r(
+        "HANG",
+        C10D_NCCL + " (heartbeat monitor); horovod/horovod horovod/common/stall_inspector.cc",
+        r"watchdog got stuck for \d+ seconds|Heartbeat monitor timed out",
+        r"waiting for remainder of ranks for more than \d+ seconds",
+        weak=True,
     ),
     _r(
         "NCCL_TIMEOUT",

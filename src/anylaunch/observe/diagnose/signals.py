@@ -54,6 +54,118 @@ _WORDS = {
     "illegal instruction": 4,
     "floating point exception": 8,
 }
+# The same words in the languages glibc translates strsignal(3) to (its libc.mo
+# catalogs, read with gettext): a shell on a node with LANG=zh_CN.UTF-8 prints 已杀死 where
+# an English one prints Killed. Only the three a training job's end says most often;
+# "Terminated" and "Aborted" translate to words ordinary output uses too.
+_TRANSLATED: dict[int, tuple[str, ...]] = {
+    9: (
+        'Buĉita',
+        'Bị buộc kết thúc',
+        'Drept',
+        'Dræbt',
+        'Dödad',
+        'Getötet',
+        'Geëlimineerd',
+        'Kilőve',
+        'Matado',
+        'Matat',
+        'Morto',
+        'Nutraukta (killed)',
+        'Pobit',
+        'Processus arrêté',
+        'Süreç durduruldu',
+        'Tapettu',
+        'Terbunuh',
+        'Terminado (killed)',
+        'Ubijen',
+        'Ucciso',
+        'Unicestwiony',
+        'Zabit (SIGKILL)',
+        'Zabitý',
+        'Σκοτώθηκε',
+        'Безусловно прекъснат',
+        'Вбито',
+        'Забіты',
+        'Убито',
+        'Убијен',
+        '已杀死',
+        '強制終了',
+        '強制結束',
+        '죽었음',
+    ),
+    7: (
+        'Bus-eraro',
+        'Bus-Zugriffsfehler',
+        'Busfejl',
+        'Busfout',
+        'Bussfeil',
+        'Bussfel',
+        'Busz hiba',
+        'Błąd szyny',
+        'Chyba na sběrnici (neplatná adresa) (SIGBUS)',
+        'Chyba na zbernici',
+        'Erreur du bus',
+        'Erro de bus',
+        'Erro no barramento',
+        'Erro no bus de datos',
+        'Error de bus',
+        'Error del bus',
+        'Errore di bus',
+        'Lỗi bus',
+        'Magistralės klaida',
+        'Napaka vodila',
+        'Sabirnička greška',
+        'Veri yolu hatası',
+        'Väylävirhe',
+        'Σφάλμα στον δίαυλο(bus)',
+        'Грешка на адресната шина',
+        'Грешка сабирнице',
+        'Ошибка шины',
+        'Памылка шыны',
+        'Помилка каналу обміну даними',
+        'バスエラー',
+        '匯流排錯誤',
+        '总线错误',
+        '버스 오류',
+    ),
+    11: (
+        'Adres-eraro',
+        'Chyba segmentácie',
+        'Erreur de segmentation',
+        'Errore di segmentazione',
+        'Falha de segmentação',
+        'Fallo de segmento',
+        'Falta de segmentação',
+        'Kerusakan segmentasi',
+        'Lỗi phân đoạn',
+        'Minnesegmentsfeil',
+        'Muistialueen ylitys',
+        'Napaka segmentacije',
+        'Naruszenie ochrony pamięci',
+        'Neoprávněný přístup do paměti (SIGSEGV)',
+        'Parçalama arızası',
+        'Segmentacijska greška',
+        'Segmentatiefout',
+        'Segmentavimo klaida',
+        'Segmenteringsfel',
+        'Segmentfejl',
+        'Speicherzugriffsfehler',
+        'Szegmentálási hiba',
+        'Violació de segment',
+        'Violación de segmento',
+        'Σφάλμα κατάτμησης (segmentation fault)',
+        'Збой сэгмэнтацыі',
+        'Нарушение на разделянето(segfault)',
+        'Неуспех сегментације',
+        'Ошибка сегментирования',
+        'Помилка адресування',
+        '段错误',
+        '程式記憶體區段錯誤',
+        '세그멘테이션 오류',
+    ),
+}  # fmt: skip
+_WORDS.update({word.lower(): signal for signal, words in _TRANSLATED.items() for word in words})
 
 _SIGNAL_PATTERNS = [
     re.compile(r"\bexitcode\s*:\s*-(\d+)"),  # torchrun's summary: a negative exit code is a signal
@@ -64,8 +176,9 @@ _SIGNAL_PATTERNS = [
 ]
 _NAME = re.compile(r"\b(SIGKILL|SIGBUS|SIGABRT|SIGSEGV|SIGILL|SIGFPE|SIGTERM|SIGINT|SIGHUP)\b")
 _WORD = re.compile(
-    r"(?:task \d+: |^|signal: |\] |\s\d+ )(Killed|Bus error|Aborted|Segmentation fault|Terminated|Illegal instruction|Floating point exception)"
-    r"(?: \(core dumped\))?(?:$|\.|\s)",
+    r"(?:task \d+: |^|signal: |\] |\s\d+ )("
+    + "|".join(re.escape(word) for word in sorted(_WORDS, key=len, reverse=True))
+    + r")(?: \(core dumped\))?(?:$|\.|\s)",
     re.IGNORECASE,
 )
 _EXIT = re.compile(
@@ -95,7 +208,7 @@ class Reading:
 # Words every pattern below needs one of: most lines hold none and are skipped at once.
 _WORDS_NEEDED = (
     "exit", "sig", "kill", "bus error", "abort", "segmentation", "terminated",
-    "illegal instruction", "floating point", "code",
+    "illegal instruction", "floating point", "code", *(w.lower() for ws in _TRANSLATED.values() for w in ws),
 )  # fmt: skip
 
 
