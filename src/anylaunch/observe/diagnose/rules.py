@@ -192,6 +192,7 @@ RULES: list[Rule] = [
         r"Row remapping (failure|pending)",
         r"Unable to determine the device handle for GPU",
         r"NV_ERR_RESET_REQUIRED",
+        r"infoROM is corrupted",
     ),
     _r(
         "HARDWARE_GPU",
@@ -240,6 +241,11 @@ RULES: list[Rule] = [
         r"uncorrect(ed|able) (host |system |DRAM |main )?memory error",
         r"\bMemory failure: 0x[0-9a-f]+",
         r"\bMachine check events? logged\b",
+        r"\bEDAC\b.{0,60}\b(UE|uncorrect\w*)\b",
+        # the kernel's lockup detector: the node stopped scheduling
+        r"soft lockup - CPU#\d+ stuck|\bhard LOCKUP\b",
+        # slurmd draining a node that does not match its configuration
+        r"Node configuration differs from hardware",
         r"mce: \[Hardware Error\]",
         r"hardware memory corruption",
     ),
@@ -250,6 +256,7 @@ RULES: list[Rule] = [
         "openjdk: java.lang.OutOfMemoryError; ray-project/ray python/ray/exceptions.py",
         r"java\.lang\.OutOfMemoryError",
         r"node running low on memory",
+        r"\bRayOutOfMemoryError\b|\bray\.exceptions\.OutOfMemoryError\b",
     ),
     _r(
         "OOM_GPU",
@@ -291,6 +298,9 @@ RULES: list[Rule] = [
         r"OOM Killed",
         r"task \d+: Out Of Memory",
         r"Exceeded (job|step) memory limit",
+        # a scheduler's or a container manager's memory limit, however worded
+        r"\b(exceed\w*|over) (its |the |their )?(container'?s? )?memory (limit|request)s?\b",
+        r"\bmemory limit of the (container|job|pod|task) (was|has been) exceeded\b",
         r"exceeded memory limit \(\d+ > \d+\), being killed",
         r"\bOUT_OF_MEMORY\b",
         r"\bState=OUT_OF_ME",
@@ -1140,6 +1150,8 @@ RULES: list[Rule] = [
         r"segmentation fault encountered in worker",
         r"Fatal Python error",
         r"command not found",
+        # an extension built against another torch or CUDA than the one installed
+        r"\bundefined symbol: \w+",
         r"No module named",
         r"can't open file",
         r"execve\(\): .*: No such file or directory",
