@@ -733,6 +733,7 @@ RULES: list[Rule] = [
         "PORT_IN_USE",
         C10D_SOCKET,
         r"Address already in use",
+        r"\bport \d+ is already in use\b|\bport is already (in use|allocated)\b",
         r"EADDRINUSE",
         r"errno: 98\b",
         r"failed to bind to \S+ \(errno: 98",
@@ -990,6 +991,17 @@ RULES: list[Rule] = [
         r"The node '\S+' has failed to (shutdown|join)",
         r"C10d store has failed",
     ),
+    # Other launchers reaching the other nodes before any rank runs: Open MPI's daemons,
+    # MPICH's Hydra, ssh under pdsh (DeepSpeed's multi-node launcher); ssh exits 255 when
+    # it could not connect.
+    _r(
+        "RDZV_FAILED",
+        "open-mpi/ompi orte (daemon launch); pmodels/mpich hydra; DeepSpeed pdsh launcher",
+        r"ORTE was unable to reliably start one or more daemons",
+        r"HYDU_sock_connect .{0,80}unable to connect",
+        r"\bssh exited with exit code 255\b",
+        r"\bwas not reachable via ssh\b",
+    ),
     # torchrun enters its exit barrier only after its node's worker group SUCCEEDED
     # (elastic/agent/server/api.py), and the CUDA driver shuts down only as the process
     # exits: the work on that node was over when these were printed.
@@ -1057,6 +1069,8 @@ RULES: list[Rule] = [
         r"job was (cancelled|canceled|stopped) by",
         r"\bcancell?ed by user\b",
         r"Job stopped by user",
+        # Python's SIGINT: someone (or a launcher stopping the job) pressed Ctrl-C
+        r"^KeyboardInterrupt\b",
         r"\bManagedJobUserCancelledError\b",
     ),
     # A step cancelled by srun after one task failed is the cascade, not the cause.
@@ -1111,11 +1125,20 @@ RULES: list[Rule] = [
         r"Assertion `.*` failed",
         r"OutOfResources: out of resource",
     ),
+    # A subprocess that failed: its own output, above, says why (an ssh that could not
+    # reach a node, a compiler); alone, it is the program's.
+    _r(
+        "USER_ERROR",
+        "python/cpython Lib/subprocess.py (CalledProcessError)",
+        r"CalledProcessError",
+        r"returned non-zero exit status",
+        weak=True,
+    ),
     _r(
         "USER_ERROR",
         "python/cpython; bash; SkyPilot FAILED_SETUP",
         r"(?<![\w.:])(?:[A-Za-z_]\w*\.)*(?!DistBackendError|SignalException)[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?:\([\w.]+\))?(?::|$|\([\x22\x27])",
-        r"^(AssertionError|KeyboardInterrupt|StopIteration)\b|^Exception: \S",
+        r"^(AssertionError|StopIteration)\b|^Exception: \S",
         case=True,
         generic=True,
         words=("error", "exception", "exit", "interrupt", "stopiteration"),
@@ -1160,8 +1183,6 @@ RULES: list[Rule] = [
         r"\brequires? (\w[\w.-]* ){0,2}?\w[\w.-]* ?(>=|==|~=|>) ?v?\d",
         r"^E: Unable to locate package",
         r"(?:[a-z_]\w*\.)+[A-Z]\w*Failed: ",
-        r"CalledProcessError",
-        r"returned non-zero exit status",
     ),
     _r(
         "USER_ERROR",
