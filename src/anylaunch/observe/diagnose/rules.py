@@ -61,7 +61,7 @@ def _r(
 # Lines that only summarise or decorate other lines: never evidence themselves.
 IGNORE = re.compile(
     r"ChildFailedError|^(To enable traceback|traceback\s*:|error_file\s*:|host\s*:|time\s*:|"
-    r"exitcode\s*:|rank\s*:|Failures:|Root Cause|<NO_OTHER_FAILURES>|={5,}|-{5,}|\[\d+\]:$)|"
+    r"exitcode\s*:|rank\s*:|Failures:|Root Cause|<NO_OTHER_FAILURES>|[=-]{5,}\s*$|\[\d+\]:$)|"
     r"^\s*File \"|^frame #\d+:",
     re.IGNORECASE,
 )
@@ -103,7 +103,17 @@ RULES: list[Rule] = [
         r"JobState=TIMEOUT",
         r"\bTIMEOUT\s+\d+:\d+\s*$",  # a row of sacct: State, then ExitCode
         r"walltime \d+ exceeded limit \d+",
-        r"TERM_RUNLIMIT",
+        r"TERM_RUNLIMIT|TERM_CPULIMIT",
+        # a CI runner's or another executor's limit on a job's running time
+        r"exceeded the maximum execution time\b",
+    ),
+    # The state a workflow engine read from sacct ("SLURM status is: 'TIMEOUT'").
+    _r(
+        "TIME_LIMIT",
+        "snakemake/snakemake-executor-plugin-slurm (sacct states)",
+        r"\bstatus( is)?:? '?TIMEOUT\b",
+        r"'\d+': 'TIMEOUT'",
+        case=True,
     ),
     # PBS and Torque call a job killed by its node's failure "preempted (node failure)".
     _r("NODE_FAIL", "openpbs/openpbs src/server (job preempted)", r"preempted \(node fail"),
@@ -133,6 +143,7 @@ RULES: list[Rule] = [
         r"\bjob (was )?requeued\b",
         r"\brequeu(ed|ing) (job|batch job|JobId)",
         r"JobState=PREEMPTED",
+        r"\bTERM_PREEMPT\b",  # LSF
         r"\bPREEMPTED\s+\d+:\d+\s*$",
         r"The node was low on resource",
         r"\bPod was (evicted|preempted)",
@@ -268,7 +279,7 @@ RULES: list[Rule] = [
         r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED",
         r"CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate",
         r"RESOURCE_EXHAUSTED: (Out of memory|Failed to allocate)",
-        r"HIP out of memory",
+        r"HIP out of memory|\bMPS backend out of memory\b",
         # TensorFlow's and XLA's stream executor allocating on the device
         r"failed to allocate [\d.]+[KMGT]? \(\d+ bytes\) from device",
         r"Resource exhausted: Out of memory",
@@ -298,6 +309,7 @@ RULES: list[Rule] = [
         r"OOM Killed",
         r"task \d+: Out Of Memory",
         r"Exceeded (job|step) memory limit",
+        r"\bTERM_MEMLIMIT\b|reaching LSF memory usage limit",  # LSF
         # a scheduler's or a container manager's memory limit, however worded
         r"\b(exceed\w*|over) (its |the |their )?(container'?s? )?memory (limit|request)s?\b",
         r"\bmemory limit of the (container|job|pod|task) (was|has been) exceeded\b",
@@ -561,7 +573,7 @@ RULES: list[Rule] = [
         # docker's, containerd's and Apptainer's words
         r"unable to start container process|error during container init",
         r"invalid mount config|bind source path does not exist|failed to generate container spec",
-        r"container creation failed: mount\b",
+        r"\bcontainer creation failed\b",
     ),
     _r(
         "USER_ERROR",
@@ -590,7 +602,7 @@ RULES: list[Rule] = [
         r"\b401\b.{0,40}(Unauthorized|Client Error)",
         r"\bUnauthorized\b",
         r"token (is )?(invalid|expired|missing)",
-        r"invalid (auth |user |api |access )?(token|credentials|api ?key)",
+        r"invalid (or missing )?(auth |user |api |access )?(token|credentials|api[ _]?key)",
         # Google's and Azure's client libraries refused at sign-in
         r"\bRefreshError\b.{0,80}(invalid_grant|expired|revoked)|\binvalid_grant\b",
         r"\bClientAuthenticationError\b|Server failed to authenticate the request",
@@ -733,6 +745,8 @@ RULES: list[Rule] = [
         "PORT_IN_USE",
         C10D_SOCKET,
         r"Address already in use",
+        # accelerate's own check of the rendezvous port
+        r"Tried to launch distributed communication on port \S+, but another process is utilizing it",
         r"\bport \d+ is already in use\b|\bport is already (in use|allocated)\b",
         r"EADDRINUSE",
         r"errno: 98\b",
@@ -830,6 +844,7 @@ RULES: list[Rule] = [
         r"\bnot available in (the |this |your )?(current |requested )?(region|zone|location|availability zone)\b",
         r"\bresources (are )?(currently )?unavailable\b",
         r"\bno (available|free|idle) (nodes?|instances?|machines?|resources|GPUs?)\b",
+        r"\bResources are insufficient in (region|zone)\b",
         r"\bOverconstrained\w*\b",
         # the cluster autoscaler that cannot add the node a pending pod needs
         r"max node group size reached|\bNotTriggerScaleUp\b|no node group can be scaled up",
@@ -852,6 +867,7 @@ RULES: list[Rule] = [
             "overconstrained",
             "node group",
             "nottriggerscaleup",
+            "insufficient in",
             "spot",
         ),
     ),
@@ -981,6 +997,7 @@ RULES: list[Rule] = [
         r"TCPStore",
         r"\bstore->(get|set|wait)\b|Socket Timeout|recvBytes|sendBytes",
         r"Connection refused",
+        r"^(RuntimeError: )?Connection timed out$",
         r"failed to connect to",
     ),
     _r(
@@ -1059,7 +1076,14 @@ RULES: list[Rule] = [
         "anylaunch src/anylaunch/backends/local/supervisor.py, src/anylaunch/node/runtime/live.py",
         r"\bhang: no rank wrote output for \d+s",
     ),
-    _r("CANCELLED", SLURM_STEPD, r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*"),
+    _r(
+        "CANCELLED",
+        SLURM_STEPD,
+        r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        r"\*\*\* JOB \S+ CANCELLED AT \S+ \*\*\* on \S+",  # Slurm before 15.08
+        # LSF's termination reasons for a job its owner or an administrator killed
+        r"\bTERM_(FORCE_)?OWNER\b|\bTERM_FORCE_ADMIN\b",
+    ),
     _r(
         "CANCELLED",
         "SchedMD/slurm src/scancel; Lepton job stop; " + SKY,
@@ -1173,6 +1197,9 @@ RULES: list[Rule] = [
         r"segmentation fault encountered in worker",
         r"Fatal Python error",
         r"command not found",
+        # a parallel layout that does not divide the model or the batch (Megatron, vLLM,
+        # NeMo, DeepSpeed check their configuration this way)
+        r"\bmust be divisible by\b|\bis not divisible by\b",
         # an extension built against another torch or CUDA than the one installed
         r"\bundefined symbol: \w+",
         r"No module named",

@@ -45,7 +45,9 @@ SHUTDOWN_CLASSES = frozenset({"RDZV_FAILED", "NCCL_ERROR"})
 # What may be read around it: the signals and exit statuses it causes, torchrun's
 # summary and the workers it stops (weak findings of these classes).
 CASCADE_CLASSES = frozenset({"USER_ERROR", "CANCELLED", "RDZV_FAILED", "NCCL_ERROR"})
-SIGABRT = 6
+# A process that crashes while it exits (an abort, a segmentation fault in a runtime's
+# disconnect or a library's destructor): the interpreter finalizing after the work.
+SHUTDOWN_SIGNALS = frozenset({6, 11})
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ def read(lines: Sequence[LogLine], found: Sequence[Finding], strong: int) -> Tea
 
 def _is_shutdown(finding: Finding) -> bool:
     if finding.reading is not None:
-        return finding.reading.meaning.signal == SIGABRT
+        return finding.reading.meaning.signal in SHUTDOWN_SIGNALS
     text = finding.line.text
     return bool(ABORT.search(text) or EXIT_BARRIER.search(text) or finding.code in SHUTDOWN_CLASSES)
 
