@@ -783,6 +783,9 @@ RULES: list[Rule] = [
         SKY + "; kubernetes apiserver validation; Lepton API",
         r"\bValidationError\b.*(job|spec)",
         r"failed quota: \S+: must specify\b",
+        # the API server refusing the object itself (a field it does not know, a bad value)
+        r"Error from server \((BadRequest|Invalid|UnprocessableEntity)\)",
+        r"strict decoding error: unknown field",
         r"InvalidRequest",
         r"ResourcesMismatchError",
         r"No cloud (is )?(enabled|access)",
