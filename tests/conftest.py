@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # A test without the `home` fixture still never reads or writes the user's own store:
     # one left by another anylaunch release would otherwise decide the outcome.
     os.environ["ANYLAUNCH_HOME"] = tempfile.mkdtemp(prefix="anylaunch-tests-home-")
+    # A suite started in the background of a shell without job control (`cmd &` in a
+    # script, nohup) inherits SIGINT ignored, and so would every process it starts: the
+    # tests that press Ctrl-C on a `run` or a `forward` would then wait out their timeout.
+    # A Python handler does not survive exec, so the processes started from here get
+    # SIGINT's default again, as they would from a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass
