@@ -41,6 +41,18 @@ def stored_job(home: Path, job_id: str) -> dict:
     return {"state": row[0], "meta": json.loads(row[1]), "attempts": numbers}
 
 
+def attempt_ended(home: Path, job_id: str, number: int) -> float:
+    """When the store says attempt `number` ended (its backoff counts from there)."""
+    db = read_store(home / "jobs.db", immutable=False)
+    try:
+        row = db.execute(
+            "SELECT ended_at FROM attempts WHERE job_id = ? AND number = ?", (job_id, number)
+        ).fetchone()
+    finally:
+        db.close()
+    return float(row[0])
+
+
 def test_an_nccl_watchdog_timeout_is_retried_and_the_job_succeeds_on_attempt_2(cli, write, torch):
     path = write(
         f"""
@@ -115,16 +127,22 @@ def test_a_killed_controller_is_replaced_by_the_next_command_and_no_attempt_is_s
     cli, write, home, tmp_path
 ):
     started = tmp_path / "started"
-    path = flaky(write, fail_as="nccl", backoff="4s", extra=f", ATTEMPTS_FILE: {started}")
+    # A backoff long enough that the controller is surely killed inside it, even when each
+    # `status` below takes seconds on a busy machine (with 4 s, the controller once sent
+    # attempt 2 before the kill: the test's race, not the product's).
+    path = flaky(write, fail_as="nccl", backoff="15s", extra=f", ATTEMPTS_FILE: {started}")
     job_id = cli("run", str(path), "--detach", "--json").json()["id"]
-    # Attempt 1 failed and the controller decided on attempt 2, to be sent after 4s.
+    # Attempt 1 failed and the controller decided on attempt 2, to be sent after 15 s.
     wait_until(lambda: "attempt 2 of 3" in json.dumps(cli("status", job_id, "--json").json()),
                timeout=60, what="attempt 1's decision")  # fmt: skip
     keeper = stored_job(home, job_id)["meta"]["keeper"]
     os.kill(keeper["pid"], signal.SIGKILL)
+    killed_at = time.time()
     wait_until(lambda: not psutil.pid_exists(keeper["pid"]) or psutil.Process(keeper["pid"]).status() == psutil.STATUS_ZOMBIE,
                what="the controller to die")  # fmt: skip
-    time.sleep(5)  # past the backoff: nothing sent it
+    due = attempt_ended(home, job_id, 1) + 15
+    assert killed_at < due, "the controller was killed only after its backoff: nothing to test"
+    time.sleep(max(0.0, due - time.time()) + 3)  # past the backoff: nothing sent it
     assert started.read_text().split() == ["1"]
     cli("status", job_id)  # the next command that touches the job starts a new one
     done = wait_until(
