@@ -56,16 +56,18 @@ def find_wrapped(
 ) -> Finding | None:
     """What `line` says joined with the line after it, when a terminal or a paste wrapped
     one message onto two ("... killed by signal: Bus" / "error. It is possible ..."): a
-    strong finding of a class neither line names alone, else None. Only a continuation is tried (the
-    next line goes on in lower case, from the same node), so most lines cost nothing."""
+    strong finding of a class neither line names alone, else None. Only a continuation
+    is tried (the next line goes on in lower case, from the same node and log, and opens
+    no record of its own), so most lines cost nothing."""
     if alone is not None and alone.strength >= rules.STRONG and not alone.generic:
         return None
     text = after.text
-    if not text[:1].islower() or RECORD.match(text) or after.node != line.node:
+    if not text[:1].islower() or RECORD.match(text):
         return None
-    if after.source != line.source:
-        return None
-    if after.rank is not None and after.rank != line.rank:
+    if (after.node, after.source) != (line.node, line.source) or after.rank not in (
+        None,
+        line.rank,
+    ):
         return None
     joined = find(LogLine(f"{line.text} {text}", line.lineno, line.node, line.rank,
                           line.local_rank, line.source))  # fmt: skip

@@ -176,8 +176,9 @@ _SIGNAL_PATTERNS = [
 ]
 _NAME = re.compile(r"\b(SIGKILL|SIGBUS|SIGABRT|SIGSEGV|SIGILL|SIGFPE|SIGTERM|SIGINT|SIGHUP)\b")
 _WORD = re.compile(
-    r"(?:task \d+: |^|signal: |\] |\s\d+ )("
-    + "|".join(re.escape(word) for word in sorted(_WORDS, key=len, reverse=True))
+    r"(?:task \d+: |^|signal: |\] |\s\d+ )(Killed|Bus error|Aborted|Segmentation fault|Terminated"
+    r"|Illegal instruction|Floating point exception|"
+    + "|".join(re.escape(word) for words in _TRANSLATED.values() for word in words)
     + r")(?: \(core dumped\))?(?:$|\.|\s)",
     re.IGNORECASE,
 )
