@@ -36,3 +36,28 @@ def test_a_prefix_rank_wins_over_one_a_message_mentions():
 
 def test_a_rank_a_message_merely_counts_is_not_read():
     assert parse("world size 8, rank 3 of 8 is ready")[0].rank is None
+
+
+def test_a_rays_worker_named_with_a_slash_keeps_the_global_rank_after_it():
+    (line,) = parse("(model_worker/12 pid=43581, ip=10.0.0.5) [rank12]:[E227] [PG 134 Rank 1] x")
+    assert line.rank == 12
+
+
+def test_a_paste_that_lost_the_rank_prefixs_bracket_still_names_the_rank():
+    (line,) = parse("rank4]: torch.OutOfMemoryError: CUDA out of memory.")
+    assert (line.rank, line.text) == (4, "torch.OutOfMemoryError: CUDA out of memory.")
+    assert parse("rank4: is not a prefix")[0].rank is None
+
+
+def test_a_line_pasted_as_inline_code_is_read_without_its_backticks():
+    (line,) = parse("`[rank1]: RuntimeError: pass `find_unused_parameters=True` to DDP``")
+    assert (line.rank, line.text) == (1, "RuntimeError: pass `find_unused_parameters=True` to DDP")
+    assert parse("```log\nboom\n```") == parse("\nboom\n")
+    assert parse("a `b` c")[0].text == "a `b` c"
+
+
+def test_a_message_run_into_words_of_another_script_is_still_read():
+    from anylaunch.observe.diagnose.engine import diagnose_text
+
+    glued = "mpirun启动报错AssertionError: Check batch related parameters."
+    assert diagnose_text(glued).code == diagnose_text(glued.split("报错")[1]).code != "UNKNOWN"

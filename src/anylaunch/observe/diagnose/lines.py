@@ -16,12 +16,13 @@ import re
 from dataclasses import dataclass
 
 _NODE = re.compile(r"^\[node (\d+)\] ?")
-_RANK = re.compile(r"^\[rank(\d+)\]:?\s?")
+# A paste that begins mid-line may have lost the bracket before it ("rank4]: ...").
+_RANK = re.compile(r"^(?:\[rank(\d+)\]:?|rank(\d+)\]:)\s?")
 _TEE = re.compile(r"^\[default(\d+)\]:")
 _SRUN = re.compile(r"^(\d{1,5}): ")
 _SKY = re.compile(r"^\((?:head|worker\d*|[\w.-]+), rank=(\d+), pid=\d+\) ")
 # Ray's prefix on an actor's or a task's output names a process, not a rank.
-_RAY = re.compile(r"^\([\w.-]+ pid=\d+(?:, ip=[\w.:-]+)?\) ")
+_RAY = re.compile(r"^\([\w./-]+ pid=\d+(?:, ip=[\w.:-]+)?\) ")
 # c10d's ProcessGroupNCCL names the rank that prints in its own message
 # ("[Rank 3] Watchdog caught ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...").
 _C10D_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\baborted on rank (\d+)\b")
@@ -44,7 +45,8 @@ _WARNING = re.compile(
     + _ERRNO
     + r"|^\[W [\w./-]+:\d+\]"
     + _ERRNO
-    + r"|^(WARNING|WARN)\b|\[WARNING\]"
+    # a logger's warning that an operation failed with an error names that error
+    + r"|^(WARNING|WARN)\b(?!.*\bdue to an error of type \w+)|\[WARNING\]"
     r"| - WARNING - |\bwarnings\.warn\(|\bNCCL INFO\b|^\[?I\d{3,4} \d\d:|^INFO\b|^\[I [\w./-]+:\d+\]"
 )
 
@@ -54,11 +56,14 @@ _QUOTE = re.compile(r"^\s*(?:>\s?)+")  # a log pasted into a Markdown quote
 _EMPHASIS = re.compile(
     r"^(\s*)(\*\*|__)(\S(?:(?:(?!\*\*|__).)*\S)?)\2\s*$"
 )  # a pasted line in bold
+# A pasted line set as inline code, or a code fence's own line ("```log").
+_CODE = re.compile(r"^\s*```[\w+-]*\s*$|^(\s*)`+(?=\S)(.*?)`*\s*$")
 
 
 def _clean(raw: str) -> str:
     """The line without colour codes, quote markers or emphasis, which no emitter's text has."""
-    return _EMPHASIS.sub(r"\1\3", _QUOTE.sub("", _ANSI.sub("", raw))).rstrip()
+    line = _EMPHASIS.sub(r"\1\3", _QUOTE.sub("", _ANSI.sub("", raw)))
+    return _CODE.sub(r"\1\2", line).rstrip()
 
 
 def is_warning(text: str) -> bool:
@@ -95,7 +100,7 @@ def parse(text: str, *, node: int | None = None, source: str = "log") -> list[Lo
             match = prefix.match(line)
             if match:
                 if what is not None:
-                    found[what] = int(match.group(1))
+                    found[what] = int(next(g for g in match.groups() if g is not None))
                 line = line[match.end() :]
         if found["rank"] is None and (named := _C10D_RANK.search(line)):
             found["rank"] = int(named.group(1) or named.group(2))

@@ -52,7 +52,9 @@ def _r(
 ) -> Rule:
     """`words` names the pre-check's words where they cannot be read off the patterns."""
     flags = 0 if case else re.IGNORECASE
-    pattern = re.compile("|".join(f"(?:{p})" for p in patterns), flags)
+    # (?a): a word boundary between letters of other scripts and an emitter's ASCII
+    # words ("启动报错AssertionError: ...", a message a user's own text runs into).
+    pattern = re.compile("(?a)" + "|".join(f"(?:{p})" for p in patterns), flags)
     strength = WEAK if weak else STRONG
     found = words or keywords.words(patterns)
     return Rule(code, pattern, strength, source, patterns[0][:60], found, generic)
@@ -106,6 +108,8 @@ RULES: list[Rule] = [
         r"TERM_RUNLIMIT|TERM_CPULIMIT",
         # a CI runner's or another executor's limit on a job's running time
         r"exceeded the maximum execution time\b",
+        # Modal: a function's input ran past the function's timeout
+        r"\bFunctionTimeoutError\b|\bhit its\s+timeout of \d+",
     ),
     # The state a workflow engine read from sacct ("SLURM status is: 'TIMEOUT'").
     _r(
@@ -129,7 +133,22 @@ RULES: list[Rule] = [
         r"Coordination service agent in error status",
         r"DEADLINE_EXCEEDED: Barrier timed out",
     ),
+    # A spot VM reclaimed before it ever started is spot capacity the zone did not have
+    # (Compute Engine's operation error; SkyPilot fails over to another zone on it).
+    _r(
+        "NO_CAPACITY",
+        "GCP Compute Engine operation errors (spot and preemptible VMs)",
+        r"\bfailed to start due to preemption\b",
+    ),
     _r("PREEMPTED", SLURM_STEPD, r"DUE TO PREEMPTION", r"DUE TO JOB REQUEUE"),
+    # An eviction for going over the pod's own disk limit is the job's writing, as an
+    # eviction for memory is (a node short of disk is the node's pressure: below).
+    _r(
+        "STORAGE",
+        "kubernetes pkg/kubelet/eviction (ephemeral storage)",
+        r"\bephemeral (local )?storage usage exceeds\b",
+        r"\bephemeral-storage\b.{0,60}\bexceeds? (the |its )?(total )?limit\b",
+    ),
     # An eviction for memory is the pod using more than it asked for: it comes back
     # on a retry unless the request grows.
     _r(
@@ -402,6 +421,8 @@ RULES: list[Rule] = [
         r"image not found|Image not found|\bimage \S+ not found\b",
         # Apptainer/Singularity fetching an image for a container
         r"\bUnable to pull \w+://|\bconveyor failed to get\b",
+        # an image file whose download or copy was cut short
+        r"\bSIF image \S+ is corrupted\b|\bimage \S+ is corrupted\b",
         # The daemon writing a pulled layer to the node: the pull failed whatever the OS
         # said (a full disk, an I/O error).
         r"failed to (register|extract|apply) layer|\bApplyLayer\b|Error processing tar file",
@@ -670,7 +691,11 @@ RULES: list[Rule] = [
         r"Stale (NFS )?file handle|ESTALE",
         r"Input/output error|\bEIO\b",
         r"\[Errno \d+\] [^:]{0,60}: '/(\S*/)?(s3|gcs|gcsfuse|buckets?|blob\w*|juicefs|mountpoint\w*|s3mnt|gcsmnt)/",
-        r"PermissionError: \[Errno 13\] Permission denied",
+        r"PermissionError: \[Errno 13\] Permission denied|\[Errno 13\] Permission denied: '/",
+        # TensorFlow's and absl's status ("Permission denied: /models; ...")
+        r"\bPermission denied: /",
+        # Hugging Face datasets checking the disk before it downloads
+        r"\bNot enough disk space\b",
         r"\(404\) when calling the HeadObject|HeadObject operation: Not Found",
         r"PytorchStreamReader failed reading|PytorchStreamWriter failed writing",
         r"\[Errno 95\] Operation not supported|\bEOPNOTSUPP\b",
@@ -966,6 +991,9 @@ RULES: list[Rule] = [
         "NVIDIA/nccl src/debug.cc (WARN level; before 2.4: file.h:line WARN)",
         r"\bNCCL WARN\b",
         r"\.(h|cc|cu|cpp):\d+ WARN\b",
+        # NCCLCHECK's trace of a failed call returning up NCCL's stack ("init.cc:1303 ->
+        # 2", ncclResult_t 1-6): printed at INFO level, so it decides only without errors
+        r"NCCL INFO [\w/.]+\.(cc|h|cu|cpp):\d+ -> [1-6]\b",
     ),
     # gloo's transport refusing its setup or its peer (GLOO_SOCKET_IFNAME naming no
     # interface, an address it cannot find): its source file names the family, before
@@ -974,6 +1002,7 @@ RULES: list[Rule] = [
         "NCCL_ERROR",
         "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc",
         r"Gloo connectFullMesh failed",
+        r"Unable to find address for: \S+",
         r"gloo/transport/\w+/\w+\.cc:\d+\]",
     ),
     _r(
@@ -1053,14 +1082,14 @@ RULES: list[Rule] = [
         r"No route to host",
         r"Network is unreachable",
     ),
+    # A peer's connection lost says only that the peer went away: why it did decides.
     _r(
         "NCCL_ERROR",
         "pytorch/pytorch third_party/gloo gloo/transport/tcp/pair.cc (its peer)",
-        r"Unable to find address for: \S+",
-        r"gloo.*Connection closed by peer",
         r"Connection closed by peer",
         r"Connection reset by peer",
         r"Broken pipe",
+        weak=True,
     ),
     # Wrappers and aftermath of a collective failure: the line that caused them decides.
     _r(
