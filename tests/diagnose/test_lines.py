@@ -61,3 +61,35 @@ def test_a_message_run_into_words_of_another_script_is_still_read():
 
     glued = "mpirun启动报错AssertionError: Check batch related parameters."
     assert diagnose_text(glued).code == diagnose_text(glued.split("报错")[1]).code != "UNKNOWN"
+
+
+def test_a_log_collectors_prefix_is_read_past_as_the_program_printed_the_line():
+    from anylaunch.observe.diagnose.engine import diagnose_text
+
+    log = "train.py: step 40\nKilled"
+    collected = {
+        "kubectl logs --prefix": "[pod/trainer-0/pytorch] ",
+        "kubectl logs --timestamps": "2024-05-01T12:00:00.123456789Z ",
+        "docker compose logs": "trainer-1  | ",
+        "journald": "May  1 12:00:00 gpu-node-3 python[1234]: ",
+    }
+    for collector, prefix in collected.items():
+        text = "\n".join(prefix + line for line in log.splitlines())
+        assert parse(text)[1].text == "Killed", collector
+        assert diagnose_text(text).code == "OOM_HOST", collector
+    (line,) = parse("[  219.470994] NVRM: Xid (PCI:0000:07:00): 48, pid='<unknown>'")
+    assert line.text.startswith("NVRM: Xid")
+
+
+def test_pythons_usual_logging_formats_are_read_past_to_the_message():
+    from anylaunch.observe.diagnose.rules import strip_prefix
+
+    message = "omegaconf.errors.MissingMandatoryValue: Missing mandatory value: model.x"
+    for prefix in (
+        "2024-05-01 12:00:00,123 - __main__ - ERROR - ",
+        "2024-05-01 12:00:00,123 - ERROR - __main__ - ",
+        "[2024-05-01 12:00:00,123] ERROR: ",
+        "2024-05-01 12:00:00.123 | ERROR    | __main__:main:12 - ",
+        "[NeMo E 2024-05-01 12:00:00 exp_manager:12] ",
+    ):
+        assert strip_prefix(prefix + message) == message, prefix

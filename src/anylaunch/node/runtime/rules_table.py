@@ -7,7 +7,7 @@ from __future__ import annotations
 STRONG = 2
 ORDER = ('TIME_LIMIT', 'PREEMPTED', 'HARDWARE_GPU', 'NODE_FAIL', 'OOM_GPU', 'OOM_HOST', 'SHM', 'IMAGE_PULL', 'CONTAINER_MOUNT', 'AUTH', 'STORAGE', 'PORT_IN_USE', 'SUBMIT_CONFIG', 'NO_CAPACITY', 'USER_ERROR', 'HANG', 'TEARDOWN_FAILED', 'NCCL_ERROR', 'RDZV_FAILED', 'NCCL_TIMEOUT', 'CANCELLED', 'UNKNOWN')  # highest precedence first
 IGNORE = 'ChildFailedError|^(To enable traceback|traceback\\s*:|error_file\\s*:|host\\s*:|time\\s*:|exitcode\\s*:|rank\\s*:|Failures:|Root Cause|<NO_OTHER_FAILURES>|[=-]{5,}\\s*$|\\[\\d+\\]:$)|^\\s*File \\"|^frame #\\d+:'
-PREFIX = '^(\\[?[EWIF]\\d{3,4} \\d\\d:\\d\\d:\\d\\d[.\\d]*(\\s+\\d+)?\\s+[\\w./-]+:\\d+\\]\\s*|\\[[EWIF] [\\w./-]+:\\d+\\]\\s*|\\d{4}-\\d\\d-\\d\\d[ T][\\d:.,]+\\s*(\\S+\\s+)?(-\\s+)?(ERROR|WARNING|INFO|CRITICAL)?\\s*(-\\s+)?|(ERROR|CRITICAL|FATAL)(:|\\s+-)\\s*)'
+PREFIX = '^(\\[?[EWIF]\\d{3,4} \\d\\d:\\d\\d:\\d\\d[.\\d]*(\\s+\\d+)?\\s+[\\w./-]+:\\d+\\]\\s*|\\[[EWIF] [\\w./-]+:\\d+\\]\\s*|\\[NeMo [EWIF] [\\d-]+ [\\d:.]+ [\\w./-]+:\\d+\\]\\s*|\\[?\\d{4}-\\d\\d-\\d\\d[ T][\\d:.,]+\\]?\\s*([-|]\\s*)?([\\w.<>-]+\\s*[-|]\\s*){0,2}\\[?(ERROR|WARNING|WARN|INFO|CRITICAL|FATAL|DEBUG)\\]?\\s*[-|:]\\s*([\\w.<>]+(:[\\w<>]+)*(:\\d+)? - )?|\\d{4}-\\d\\d-\\d\\d[ T][\\d:.,]+\\s*(\\S+\\s+)?(-\\s+)?(ERROR|WARNING|INFO|CRITICAL)?\\s*(-\\s+)?|(ERROR|CRITICAL|FATAL)(:|\\s+-)\\s*)'
 WARNING = '\\b[A-Z]\\w*Warning: |^\\[?W\\d{3,4} \\d\\d:(?!.*\\(errno: \\d+ - )|^\\[W [\\w./-]+:\\d+\\](?!.*\\(errno: \\d+ - )|^(WARNING|WARN)\\b(?!.*\\bdue to an error of type \\w+)|\\[WARNING\\]| - WARNING - |\\bwarnings\\.warn\\(|\\bNCCL INFO\\b|^\\[?I\\d{3,4} \\d\\d:|^INFO\\b|^\\[I [\\w./-]+:\\d+\\]'
 # A line that opens a record of its own, not the rest of a wrapped one.
 RECORD = '^[\\w.-]+( \\d+)?:(\\s|$)'
@@ -16,7 +16,7 @@ RECORD = '^[\\w.-]+( \\d+)?:(\\s|$)'
 END_OF_WORK = "\\btraining (is |has )?(finished|complete|completed|done|ended|over)\\b|\\b(finished|completed|done with|end of) (the )?(training|fine-?tuning|pre-?training)\\b|\\b(fine-?tuning|pre-?training) (is |has )?(finished|complete|completed|done)\\b|'train_runtime'|`Trainer\\.fit` stopped|\\bafter training is done\\b|destroy_process_group\\(\\) was not called before program exit"
 SHUTDOWN_CLASSES = ('NCCL_ERROR', 'RDZV_FAILED')
 # The launchers' prefixes before a line, outermost first, and what each numbers.
-LINE_PREFIXES = (('^\\[node (\\d+)\\] ?', 'node'), ('^\\([\\w./-]+ pid=\\d+(?:, ip=[\\w.:-]+)?\\) ', None), ('^\\((?:head|worker\\d*|[\\w.-]+), rank=(\\d+), pid=\\d+\\) ', 'rank'), ('^(\\d{1,5}): ', 'rank'), ('^(?:\\[rank(\\d+)\\]:?|rank(\\d+)\\]:)\\s?', 'rank'), ('^\\[default(\\d+)\\]:', 'local'))
+LINE_PREFIXES = (('^\\[node (\\d+)\\] ?', 'node'), ('^\\[pod/[\\w.-]+/[\\w.-]+\\] ', None), ('^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d(?:\\.\\d+)?(?:Z|[+-]\\d\\d:?\\d\\d) ', None), ('^[\\w.-]+[-_]\\d+\\s+\\| ', None), ('^[A-Z][a-z]{2} [ \\d]\\d \\d\\d:\\d\\d:\\d\\d [\\w.-]+ [\\w./@-]+(?:\\[\\d+\\])?: ', None), ('^\\[ *\\d+\\.\\d{6}\\] ', None), ('^\\([\\w./-]+ pid=\\d+(?:, ip=[\\w.:-]+)?\\) ', None), ('^\\((?:head|worker\\d*|[\\w.-]+), rank=(\\d+), pid=\\d+\\) ', 'rank'), ('^(\\d{1,5}): ', 'rank'), ('^(?:\\[rank(\\d+)\\]:?|rank(\\d+)\\]:)\\s?', 'rank'), ('^\\[default(\\d+)\\]:', 'local'))
 # (class, strength, pattern, ignore case, words: a line with none of them cannot
 # match, whether the failure is pinned on the node whose log shows it, generic: an
 # exception's class alone, which yields to a weak rule naming a cascade on the line)

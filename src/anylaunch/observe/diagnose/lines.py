@@ -16,6 +16,16 @@ import re
 from dataclasses import dataclass
 
 _NODE = re.compile(r"^\[node (\d+)\] ?")
+# What log collectors put before every line of a program's output, so a log pasted from
+# them reads as the program printed it: `kubectl logs --prefix` ("[pod/NAME/CONTAINER] "),
+# an RFC 3339 time (`kubectl logs --timestamps`, `docker logs -t`, CI runners' raw logs),
+# `docker compose logs` ("trainer-1  | "), syslog and journald ("May  1 12:00:00 host
+# kernel: "), and the kernel's own time since boot (dmesg's "[  199.234935] ").
+_KUBECTL = re.compile(r"^\[pod/[\w.-]+/[\w.-]+\] ")
+_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) ")
+_COMPOSE = re.compile(r"^[\w.-]+[-_]\d+\s+\| ")
+_SYSLOG = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+(?:\[\d+\])?: ")
+_DMESG = re.compile(r"^\[ *\d+\.\d{6}\] ")
 # A paste that begins mid-line may have lost the bracket before it ("rank4]: ...").
 _RANK = re.compile(r"^(?:\[rank(\d+)\]:?|rank(\d+)\]:)\s?")
 _TEE = re.compile(r"^\[default(\d+)\]:")
@@ -30,6 +40,11 @@ _C10D_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\baborted on rank (\d+)\
 # srun --label numbers tasks, which are ranks under launcher: srun.
 _PREFIXES: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (_NODE, "node"),
+    (_KUBECTL, None),
+    (_STAMP, None),
+    (_COMPOSE, None),
+    (_SYSLOG, None),
+    (_DMESG, None),
     (_RAY, None),
     (_SKY, "rank"),
     (_SRUN, "rank"),

@@ -1269,6 +1269,12 @@ def strip_prefix(text: str) -> str:
 _PREFIX = re.compile(
     r"^(\[?[EWIF]\d{3,4} \d\d:\d\d:\d\d[.\d]*(\s+\d+)?\s+[\w./-]+:\d+\]\s*"
     r"|\[[EWIF] [\w./-]+:\d+\]\s*"
+    r"|\[NeMo [EWIF] [\d-]+ [\d:.]+ [\w./-]+:\d+\]\s*"
+    # Python logging's and loguru's usual formats: the time, the logger's name and the
+    # level in either order, then the message ("... - __main__ - ERROR - ", "... | ERROR |
+    # module:function:12 - ", "[...] ERROR: ")
+    r"|\[?\d{4}-\d\d-\d\d[ T][\d:.,]+\]?\s*([-|]\s*)?([\w.<>-]+\s*[-|]\s*){0,2}"
+    r"\[?(ERROR|WARNING|WARN|INFO|CRITICAL|FATAL|DEBUG)\]?\s*[-|:]\s*([\w.<>]+(:[\w<>]+)*(:\d+)? - )?"
     r"|\d{4}-\d\d-\d\d[ T][\d:.,]+\s*(\S+\s+)?(-\s+)?(ERROR|WARNING|INFO|CRITICAL)?\s*(-\s+)?"
     r"|(ERROR|CRITICAL|FATAL)(:|\s+-)\s*)"
 )
