@@ -51,6 +51,8 @@ _RULES = [
     (code, strength, re.compile(pattern, re.IGNORECASE if nocase else 0), words, blames, generic)
     for code, strength, pattern, nocase, words, blames, generic in RULES
 ]
+# (class, strength, blames its node, generic, the rule's place in the table)
+Rule = tuple[str, int, bool, bool, int]
 _IGNORE = re.compile(IGNORE, re.IGNORECASE)
 _PREFIX = re.compile(PREFIX)
 _WARNING = re.compile(WARNING)
@@ -69,8 +71,8 @@ class Found:
         self.code, self.node, self.blames, self.text = code, node, blames, text
 
 
-def rule_of(text: str) -> tuple[str, int, bool, bool] | None:
-    """The rule one line matches: (class, strength, blames its node, generic), as the
+def rule_of(text: str) -> Rule | None:
+    """The rule one line matches (`Rule`), as the
     diagnosis's `rules.classify` finds it (the first strong rule, else the first weak
     one; a generic rule yields to a weak one before it)."""
     if _IGNORE.search(text):
@@ -78,16 +80,16 @@ def rule_of(text: str) -> tuple[str, int, bool, bool] | None:
     body = _PREFIX.sub("", text, count=1)
     lower = text.lower()
     weak = None
-    for code, strength, pattern, words, blames, generic in _RULES:
+    for index, (code, strength, pattern, words, blames, generic) in enumerate(_RULES):
         if words is not None and not any(w in lower for w in words):
             continue
         if pattern.search(text) or (body != text and pattern.search(body)):
             if strength != STRONG:
-                weak = weak or (code, strength, blames, generic)
+                weak = weak or (code, strength, blames, generic, index)
             elif generic and weak is not None:
                 return weak  # the exception's class alone: the cascade its message names
             else:
-                return code, strength, blames, generic
+                return code, strength, blames, generic, index
     return weak
 
 
@@ -124,15 +126,13 @@ def classify(logs: list[tuple[int | None, str]]) -> Found | None:
 
 
 def _wrapped(
-    line: str,
-    alone: tuple[str, int, bool, bool] | None,
-    after: tuple[str, int | None, bool, tuple[str, int, bool, bool] | None],
-) -> tuple[str, int, bool, bool] | None:
+    line: str, alone: Rule | None, after: tuple[str, int | None, bool, Rule | None]
+) -> Rule | None:
     """The rule `line` joined with the next matches, when that one continues it (the
-    diagnosis's `findings.find_wrapped`): a strong class neither line names alone."""
+    diagnosis's `findings.find_wrapped`): a strong class neither line names alone, and
+    when the line alone is named by a strong rule, only a rule before it in the table."""
     text, _, after_warning, after_alone = after
-    if alone is not None and alone[1] == STRONG and not alone[3]:
-        return None
+    named = alone is not None and alone[1] == STRONG and not alone[3]
     if after_warning or not text[:1].islower() or _RECORD.match(text):
         return None
     joined_text = f"{line} {text}"
@@ -140,6 +140,8 @@ def _wrapped(
         return None
     joined = rule_of(joined_text)
     if joined is None or joined[1] != STRONG or joined[3]:
+        return None
+    if named and alone is not None and joined[4] >= alone[4]:
         return None
     if any(f is not None and f[0] == joined[0] for f in (alone, after_alone)):
         return None

@@ -56,11 +56,13 @@ def find_wrapped(
 ) -> Finding | None:
     """What `line` says joined with the line after it, when a terminal or a paste wrapped
     one message onto two ("... killed by signal: Bus" / "error. It is possible ..."): a
-    strong finding of a class neither line names alone, else None. Only a continuation
-    is tried (the next line goes on in lower case, from the same node and log, and opens
-    no record of its own), so most lines cost nothing."""
-    if alone is not None and alone.strength >= rules.STRONG and not alone.generic:
-        return None
+    strong finding of a class neither line names alone, else None. When a strong rule
+    names the line alone, only a rule before it in the table (a more specific one:
+    "Unable to create step for job 1: More" / "processors requested than permitted.")
+    reads it joined. Only a continuation is tried (the next line goes on in lower case,
+    from the same node and log, and opens no record of its own), so most lines cost
+    nothing."""
+    named = alone is not None and alone.strength >= rules.STRONG and not alone.generic
     text = after.text
     if not text[:1].islower() or RECORD.match(text):
         return None
@@ -73,6 +75,8 @@ def find_wrapped(
                           line.local_rank, line.source))  # fmt: skip
     if joined is None or joined.strength < rules.STRONG or joined.generic:
         return None
+    if named and rules.place(f"{line.text} {text}") >= rules.place(line.text):
+        return None  # not more specific than what the line says alone
     if any(f is not None and f.code == joined.code for f in (alone, after_alone)):
         return None  # what one of the lines says by itself
     # The evidence is the first line itself: the whole-log readers find lines by identity.

@@ -106,17 +106,39 @@ class LogLine:
         return ", ".join(parts)
 
 
+def hard_wrap_width(lines: list[str]) -> int | None:
+    """The width a terminal or a copy broke every long line at, if it did: two or more
+    lines of exactly the longest length, one of them ending in the middle of a word
+    ("... Due to the asynchr" / "onous nature of CUDA kernels ...")."""
+    width = max(map(len, lines), default=0)
+    if width < 60:
+        return None
+    ends = [i for i, line in enumerate(lines[:-1]) if len(line) == width]
+    cut = any(
+        lines[i][-1:].isalnum() and lines[i + 1][:1].isalnum() and lines[i + 1][:1].islower()
+        for i in ends
+    )
+    return width if len(ends) >= 2 and cut else None
+
+
 def parse(text: str, *, node: int | None = None, source: str = "log") -> list[LogLine]:
     out = []
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = _clean(raw)
+    cleaned = [_clean(raw) for raw in text.splitlines()]
+    width = hard_wrap_width(cleaned)
+    before: dict[str, int | None] = {}
+    for lineno, line in enumerate(cleaned, 1):
         found: dict[str, int | None] = {"node": node, "rank": None, "local": None}
+        prefixed = False
         for prefix, what in _PREFIXES:
             match = prefix.match(line)
             if match:
                 if what is not None:
                     found[what] = int(next(g for g in match.groups() if g is not None))
                 line = line[match.end() :]
+                prefixed = True
+        if width and lineno > 1 and len(cleaned[lineno - 2]) == width and not prefixed:
+            found = dict(before)  # the rest of the line before, which the wrap cut off
+        before = found
         if found["rank"] is None and (named := _C10D_RANK.search(line)):
             found["rank"] = int(named.group(1) or named.group(2))
         if line.strip():

@@ -108,6 +108,7 @@ RULES: list[Rule] = [
         r"TERM_RUNLIMIT|TERM_CPULIMIT",
         # a CI runner's or another executor's limit on a job's running time
         r"exceeded the maximum execution time\b",
+        r"\b(cancell?ed|killed|terminated|aborted) because (the )?(time|wall ?time|run ?time)\b.{0,20}\bexceeded\b",
         # Modal: a function's input ran past the function's timeout
         r"\bFunctionTimeoutError\b|\bhit its\s+timeout of \d+",
     ),
@@ -203,6 +204,9 @@ RULES: list[Rule] = [
         # Ray's head losing a node's heartbeats
         r"has been marked dead because .{0,60}missed too many heartbeats|\bRAY_NODE_REMOVED\b",
         r"FAILED_CONTROLLER",
+        # slurmd could not exec the batch script it had just written to its own spool
+        r"execve\(\): \S*/slurm_script: No such file or directory",
+        r"reason set to: .{0,40}health ?check failed",
     ),
     # --- GPU hardware and driver --------------------------------------------------------
     _r(
@@ -439,6 +443,7 @@ RULES: list[Rule] = [
         r"Error response from daemon: (Get|Head) \"?https?://\S+/v2/",
         # the container runtime's refusal of a pull, under the kubelet's "rpc error"
         r"Error response from daemon: (unauthorized|denied|forbidden)\b",
+        r"login attempt to https?://\S+/v2/ failed with status: 5\d\d",
         r"\bimage \"[^\"]+\": rpc error: ",
     ),
     _r(
@@ -623,6 +628,9 @@ RULES: list[Rule] = [
         r"\b401\b.{0,40}(Unauthorized|Client Error)",
         r"\bUnauthorized\b",
         r"token (is )?(invalid|expired|missing)",
+        r"\b(invalid|expired) (or (invalid|expired) )?(access |auth |api |bearer )?token\b",
+        # the Hub refusing a token the rights on a namespace (its 403's message)
+        r"You don't have the rights to (create|write|push|access)\b",
         r"invalid (or missing )?(auth |user |api |access )?(token|credentials|api[ _]?key)",
         # Google's and Azure's client libraries refused at sign-in
         r"\bRefreshError\b.{0,80}(invalid_grant|expired|revoked)|\binvalid_grant\b",
@@ -696,6 +704,10 @@ RULES: list[Rule] = [
         r"\bPermission denied: /",
         # Hugging Face datasets checking the disk before it downloads
         r"\bNot enough disk space\b",
+        # TensorFlow's checkpoint writer ("Resource exhausted: <file>" is the disk; on a
+        # tensor's shape it is the GPU's memory) and Ray's monitor of its session folder
+        r"\bError writing (\(tmp\) )?checkpoint file\b|\bResource exhausted: /",
+        r"\bis over \d+% full, available space\b",
         r"\(404\) when calling the HeadObject|HeadObject operation: Not Found",
         r"PytorchStreamReader failed reading|PytorchStreamWriter failed writing",
         r"\[Errno 95\] Operation not supported|\bEOPNOTSUPP\b",
@@ -802,6 +814,8 @@ RULES: list[Rule] = [
         r"|Illegal attribute or resource value|Unknown resource)",
         r"\bJob not submitted\b|Bad resource requirement syntax",
         r"anylaunch: error: \S+:\d+:",
+        # squeue's reasons for a job the partition's own limits hold forever
+        r"\((PartitionConfig|PartitionTimeLimit)\)\s*$",
     ),
     _r(
         "SUBMIT_CONFIG",
@@ -858,6 +872,12 @@ RULES: list[Rule] = [
         r"\bSpotMaxPriceTooLow\b|\bspot (request )?price\b.{0,60}\blower than\b",
         r"NO_CAPACITY\b|\bNoCapacity\w*|CapacityError\b",
         r"\bno offers\b",
+        # a host or a cloud without the free GPUs a pod or instance asks for (RunPod's,
+        # other GPU clouds' and managed platforms' words)
+        r"\bnot enough (free |available |idle )?GPUs? (on|in|available|to)\b",
+        r"\b(does not|doesn't|do not|don't) have (enough |the )?(free |available )?resources to\b",
+        r"\b(is )?waiting for available resources\b",
+        r"\bQuota failure for project\b|\bexceeds the allowed maximum of 0\b",
         r"\b\w*(Instance|Vcpu|Resource)(Limit|Count)Exceeded\b",
         r"No available node types can fulfill",
         r"\b(could not|cannot|can't|unable to) (find|fit|place) (a |any )?(node|instance|machine|host)( type)?s? "
@@ -897,6 +917,10 @@ RULES: list[Rule] = [
             "nottriggerscaleup",
             "insufficient in",
             "spot",
+            "gpu",
+            "resources",
+            "quota failure",
+            "allowed maximum",
         ),
     ),
     # --- Collectives: the timeout before the error, so a watchdog timeout wrapped in a
@@ -1115,6 +1139,9 @@ RULES: list[Rule] = [
         r"\*\*\* JOB \S+ CANCELLED AT \S+ \*\*\* on \S+",  # Slurm before 15.08
         # LSF's termination reasons for a job its owner or an administrator killed
         r"\bTERM_(FORCE_)?OWNER\b|\bTERM_FORCE_ADMIN\b",
+        # PBS's server log for a qdel, and a row of sacct whose state is CANCELLED
+        r"\bJob deleted at request of\b",
+        r"^CANCELLED\+?\s*$",
     ),
     _r(
         "CANCELLED",
@@ -1300,6 +1327,12 @@ def _candidates(lower: str) -> set[int]:
             if index not in found and word in lower:
                 found.add(index)
     return found
+
+
+def place(text: str) -> int:
+    """Where the rule that names `text` stands in RULES (past the end when none does)."""
+    rule = classify(text)
+    return RULES.index(rule) if rule is not None else len(RULES)
 
 
 def classify(text: str) -> Rule | None:

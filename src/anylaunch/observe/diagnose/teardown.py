@@ -31,6 +31,7 @@ END_OF_WORK = re.compile(
     r"|\b(finished|completed|done with|end of) (the )?(training|fine-?tuning|pre-?training)\b"
     r"|\b(fine-?tuning|pre-?training) (is |has )?(finished|complete|completed|done)\b"
     r"|'train_runtime'|`Trainer\.fit` stopped|\bafter training is done\b"
+    r"|\bmodels? (was |were )?exported (at|to)\b"
     # ProcessGroupNCCL's destructor, as the interpreter exits after the program returned
     # (an exception's traceback would come before it, and stays the program's)
     r"|destroy_process_group\(\) was not called before program exit",
