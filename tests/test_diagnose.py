@@ -344,3 +344,20 @@ def test_a_job_stopped_by_the_watchdog_is_a_hang_even_without_its_report():
     # Stopped by the watchdog, the job's cancel is the hang's.
     for log in (t for t in _corpus_log("hang.yaml", "HANG") if "wait_for_data" in t):
         assert diagnose_text(log, cancel_requested=True).code == "HANG"
+
+
+def test_a_classs_own_words_decide_only_where_nothing_names_the_failure():
+    # the words of a class, on a line no emitter's rule names
+    assert diagnose_text("Failed to save checkpoint at iteration 7000").code == "STORAGE"
+    assert diagnose_text(
+        "The job stopped because it exceeded the maximum allowed runtime."
+    ).code == ("TIME_LIMIT")
+    assert diagnose_text('"message": "The provided token has expired."').code == "AUTH"
+    # an exception's own line stays the program's, whatever words its message uses
+    assert diagnose_text("SyntaxError: invalid token").code == "USER_ERROR"
+    # and any line that names a failure outright decides over them
+    both = "Failed to save checkpoint at iteration 7000\nRuntimeError: CUDA out of memory."
+    assert diagnose_text(both).code == "OOM_GPU"
+    # a gRPC call's deadline is not the job's time limit
+    grpc = '{"description":"Deadline Exceeded","file":"src/core/ext/filters/deadline"}'
+    assert diagnose_text(grpc).code != "TIME_LIMIT"

@@ -109,6 +109,8 @@ RULES: list[Rule] = [
         # a CI runner's or another executor's limit on a job's running time
         r"exceeded the maximum execution time\b",
         r"\b(cancell?ed|killed|terminated|aborted) because (the )?(time|wall ?time|run ?time)\b.{0,20}\bexceeded\b",
+        # SageMaker's secondary status for a job its StoppingCondition stopped
+        r"\bMaxRuntimeExceeded\b",
         # Modal: a function's input ran past the function's timeout
         r"\bFunctionTimeoutError\b|\bhit its\s+timeout of \d+",
     ),
@@ -628,10 +630,11 @@ RULES: list[Rule] = [
         r"\b401\b.{0,40}(Unauthorized|Client Error)",
         r"\bUnauthorized\b",
         r"token (is )?(invalid|expired|missing)",
-        r"\b(invalid|expired) (or (invalid|expired) )?(access |auth |api |bearer )?token\b",
+        r"(?<!SyntaxError: )\b(invalid|expired) (or (invalid|expired) )?(access |auth |api |bearer )?token\b",
         # the Hub refusing a token the rights on a namespace (its 403's message)
         r"You don't have the rights to (create|write|push|access)\b",
-        r"invalid (or missing )?(auth |user |api |access )?(token|credentials|api[ _]?key)",
+        # (Python's "SyntaxError: invalid token" is a character in the source)
+        r"(?<!SyntaxError: )invalid (or missing )?(auth |user |api |access )?(token|credentials|api[ _]?key)",
         # Google's and Azure's client libraries refused at sign-in
         r"\bRefreshError\b.{0,80}(invalid_grant|expired|revoked)|\binvalid_grant\b",
         r"\bClientAuthenticationError\b|Server failed to authenticate the request",
@@ -1284,6 +1287,51 @@ RULES: list[Rule] = [
         r"\bJob \S+ failed with return code list: \[|Job finished \(status: FAILED\)",
         weak=True,
         case=True,
+    ),
+    # --- A class's own words, in any emitter's sentence ------------------------------------
+    # Last, and weak: a line no rule above names, and that no exception's class names
+    # either, is read for the words engineers use for a failure of that class ("the
+    # token is expired", "not enough free GPUs to start", "time value exceeded"). They
+    # decide only when no line of the log names a failure outright.
+    _r(
+        "TIME_LIMIT",
+        "the words of a time limit, in any scheduler's or runner's sentence",
+        # (not a deadline: gRPC's and HTTP clients' "Deadline Exceeded" is one call's)
+        r"\b(time ?limit|wall ?(clock|time)|run ?time|time value|execution time|time budget)"
+        r"\b.{0,40}\b(exceeded|reached|expired|hit|ran out)\b",
+        r"\b(exceeded|reached|hit)\b.{0,20}\b(its |the |a |job |task )?(time ?limit|wall ?time|max(imum)?( allowed)? ?run ?time)\b",
+        weak=True,
+        words=("time", "wall"),
+    ),
+    _r(
+        "AUTH",
+        "the words of a credential refused, in any client's sentence",
+        r"\b(token|credentials?|api[ _-]?key|password|access key|secret key)s?\b.{0,40}"
+        r"\b(invalid|expired|incorrect|revoked|rejected|not valid|wrong)\b",
+        r"\b(expired|revoked|incorrect|wrong)\b.{0,20}\b(token|credentials?|api[ _-]?key|password)\b",
+        r"\b(unauthenticated|not authenticated|authentication (error|failure)|unauthori[sz]ed)\b",
+        weak=True,
+        words=("token", "credential", "key", "password", "authent", "authori"),
+    ),
+    _r(
+        "STORAGE",
+        "the words of a disk or a store that failed, in any program's sentence",
+        r"\b(disk|volume|file ?system|partition|bucket|mount ?point)s?\b.{0,40}\b(is |was )?(full|out of space"
+        r"|no space|not mounted|read-only|unavailable)\b",
+        r"\b(failed|unable|error|cannot|could not)\b.{0,20}\b(writ\w*|sav\w*|upload\w*)\b.{0,40}"
+        r"\b(checkpoint|bucket|blob|object store)\b",
+        weak=True,
+        words=(
+            "disk",
+            "volume",
+            "file",
+            "partition",
+            "bucket",
+            "mount",
+            "checkpoint",
+            "blob",
+            "object",
+        ),
     ),
 ]
 
