@@ -93,3 +93,8 @@ def test_pythons_usual_logging_formats_are_read_past_to_the_message():
         "[NeMo E 2024-05-01 12:00:00 exp_manager:12] ",
     ):
         assert strip_prefix(prefix + message) == message, prefix
+
+
+def test_a_frameworks_logger_prefix_names_the_rank():
+    (line,) = parse("[olmo.util:623, rank=0] _s3_file_size failed attempt 2 with retriable error")
+    assert (line.rank, line.text) == (0, "_s3_file_size failed attempt 2 with retriable error")

@@ -29,6 +29,9 @@ _DMESG = re.compile(r"^\[ *\d+\.\d{6}\] ")
 # A paste that begins mid-line may have lost the bracket before it ("rank4]: ...").
 _RANK = re.compile(r"^(?:\[rank(\d+)\]:?|rank(\d+)\]:)\s?")
 _TEE = re.compile(r"^\[default(\d+)\]:")
+# A training framework's logger naming the rank in its own prefix ("[olmo.util:623,
+# rank=0] ...")
+_LOGGER_RANK = re.compile(r"^\[[\w.:-]+, rank=(\d+)\] ")
 _SRUN = re.compile(r"^(\d{1,5}): ")
 _SKY = re.compile(r"^\((?:head|worker\d*|[\w.-]+), rank=(\d+), pid=\d+\) ")
 # Ray's prefix on an actor's or a task's output names a process, not a rank.
@@ -49,6 +52,7 @@ _PREFIXES: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (_SKY, "rank"),
     (_SRUN, "rank"),
     (_RANK, "rank"),
+    (_LOGGER_RANK, "rank"),
     (_TEE, "local"),
 )
 # c10d prints each address it could not bind at warning level, then fails with a line
