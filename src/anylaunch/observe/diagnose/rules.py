@@ -1314,6 +1314,17 @@ RULES: list[Rule] = [
         words=("token", "credential", "key", "password", "authent", "authori"),
     ),
     _r(
+        "NO_CAPACITY",
+        "the words of capacity that is not there, in any cloud's or platform's sentence",
+        r"\b(not enough|insufficient|no|lack of)\b (free |available |idle |spare )?(GPUs?|accelerators?"
+        r"|instances?|machines?|capacity|runtimes?)\b.{0,40}\b(available|to (start|deploy|schedule"
+        r"|launch|fulfill|satisfy|place|provision))\b",
+        r"\b(instances?|capacity|machines?)\b (is |are )?(currently )?(unavailable|not available|sold out"
+        r"|exhausted)\b",
+        weak=True,
+        words=("gpu", "accelerator", "instance", "machine", "capacity", "runtime"),
+    ),
+    _r(
         "STORAGE",
         "the words of a disk or a store that failed, in any program's sentence",
         r"\b(disk|volume|file ?system|partition|bucket|mount ?point)s?\b.{0,40}\b(is |was )?(full|out of space"
