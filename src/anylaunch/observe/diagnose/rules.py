@@ -339,6 +339,9 @@ RULES: list[Rule] = [
         r"\b(exceed\w*|over) (its |the |their )?(container'?s? )?memory (limit|request)s?\b",
         r"\bmemory limit of the (container|job|pod|task) (was|has been) exceeded\b",
         r"exceeded memory limit \(\d+ > \d+\), being killed",
+        r"exceeded MEM usage (hard )?limit",  # Torque's and PBS's
+        # Ray's guess when a worker on Kubernetes died of a SIGTERM or SIGKILL
+        r"may have exceeded (K8s |the )?(pod )?memory limits?",
         r"\bOUT_OF_MEMORY\b",
         r"\bState=OUT_OF_ME",
     ),
@@ -368,7 +371,7 @@ RULES: list[Rule] = [
         r"^(?!.*(torch_|NCCL|ibv_)).*Cannot allocate memory",
         r"DefaultCPUAllocator: (can't allocate memory|not enough memory)",
         r"CPUAllocator\.cpp:\d+\] posix_memalign\(",
-        r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) is killed by signal: Killed",
+        r"DataLoader worker \(pid\(?s?\)? ?[\d, .]+\) is killed by signal: Killed",
     ),
     # A peer's NCCL segment that is not there to attach to is NCCL's own fault (fixed by
     # another NCCL version), not a full /dev/shm: creating or growing one is the space.
@@ -465,6 +468,7 @@ RULES: list[Rule] = [
         r"pyxis:\s+curl: \(\d+\)",
         # mksquashfs, writing the imported image
         r"FATAL ERROR: ?Failed to write to output filesystem|Write failed because",
+        r"FATAL ERROR: ?write_file: failed to create file",
     ),
     # pyxis's summary of a failed import is a wrapper: the enroot log it prints below says
     # why (a registry's refusal is the pull's, enroot's runtime folder the container's).
@@ -571,7 +575,8 @@ RULES: list[Rule] = [
         "USER_ERROR",
         "opencontainers/runc libcontainer (exec of the container's command)",
         r"^(?!.*MountVolume).*executable file not found in \$PATH",
-        r"exec: \"[^\"]+\": (stat \S+: )?(permission denied|no such file or directory|exec format error)",
+        r"exec: \"(?![^\"]*nvidia-container)[^\"]+\": (stat \S+: )?(permission denied|no such file or directory"
+        r"|exec format error)",
     ),
     _r(
         "CONTAINER_MOUNT",
@@ -655,6 +660,11 @@ RULES: list[Rule] = [
         r"API key you provided is (either )?(invalid|missing)",
         r"\b(api ?key|credentials?|password)s? (is|are|was|were|has|have)( been)? (invalid|expired|incorrect|wrong|revoked)\b",
         r"Not authorized to perform:? sts:\w+",
+        # AWS refusing the caller an action of a service's API (IAM); a refused action on
+        # a bucket's data (s3:PutObject) is the storage's, below
+        r"\(AccessDeniedException\) when calling the (?!\w*(Object|Bucket|Upload))\w+ operation",
+        r"\bis not authorized to perform:? (?!s3:)[\w-]+:\w+",
+        r"\b(personal|write|read)[- ]access (account )?token\b",
         r"\bCloudUserIdentityError\b",
     ),
     # torch's wrapper says "failed or timed out": a line that says which wins over it.
@@ -702,7 +712,9 @@ RULES: list[Rule] = [
         r"Stale (NFS )?file handle|ESTALE",
         r"Input/output error|\bEIO\b",
         r"\[Errno \d+\] [^:]{0,60}: '/(\S*/)?(s3|gcs|gcsfuse|buckets?|blob\w*|juicefs|mountpoint\w*|s3mnt|gcsmnt)/",
-        r"PermissionError: \[Errno 13\] Permission denied|\[Errno 13\] Permission denied: '/",
+        r"PermissionError: \[Errno 13\] Permission denied|\[Errno 13\] Permission denied: '",
+        # SageMaker finding no data under the job's input prefix
+        r"No S3 objects found under S3 URL",
         # TensorFlow's and absl's status ("Permission denied: /models; ...")
         r"\bPermission denied: /",
         # Hugging Face datasets checking the disk before it downloads
@@ -813,7 +825,7 @@ RULES: list[Rule] = [
         r"Invalid feature specification",
         r"--gres=\S+ is not valid|\bgres not found\b",
         # PBS's and LSF's refusals of a submission
-        r"qsub: (error: )?(Job exceeds queue|Unknown queue|Job rejected by all possible destinations"
+        r"qsub: (submit )?(error: |error \()?(Job exceeds queue|Unknown queue|Job rejected by all possible destinations"
         r"|Illegal attribute or resource value|Unknown resource)",
         r"\bJob not submitted\b|Bad resource requirement syntax",
         r"anylaunch: error: \S+:\d+:",
@@ -837,6 +849,9 @@ RULES: list[Rule] = [
         r"due to invalid cloud (credentials|config)",
         r"admission webhook .* denied the request",
         r"is invalid: spec\.",
+        # SageMaker's API refusing the job it was asked to create; YARN's refusing a request
+        r"\(ValidationException\) when calling the Create\w+ operation",
+        r"\bInvalidResourceRequestException\b|\bInvalid resource request\b",
     ),
     _r(
         "NO_CAPACITY",
@@ -940,6 +955,8 @@ RULES: list[Rule] = [
         r"failed to pass monitoredBarrier",
         r"NCCL_ERROR_TIMEOUT|ncclTimeout\b",
         r"Timeout at NCCL work",
+        # the flight recorder told to dump because a collective of this rank timed out
+        r"Received a dump signal due to a collective timeout",
     ),
     # c10d's heartbeat monitor: the watchdog thread itself is blocked in a CUDA or NCCL
     # call ("this typically indicates a NCCL/CUDA API hang"), no collective timed out. It
@@ -1063,7 +1080,7 @@ RULES: list[Rule] = [
         "RDZV_FAILED",
         ELASTIC + "; torch/distributed/elastic/agent/server/api.py (_exit_barrier)",
         r"Rendezvous\w*Error",
-        r"\brendezvous\b.{0,80}(fail|timed? ?out|closed|not (reachable|complete))",
+        r"\brendez[- ]?vous\b.{0,80}(fail|timed? ?out|timeout|closed|not (reachable|complete))",
         r"The node '\S+' has failed to (shutdown|join)",
         r"C10d store has failed",
     ),
@@ -1253,6 +1270,8 @@ RULES: list[Rule] = [
         "USER_ERROR",
         "python/cpython; bash; " + DATALOADER + "; SkyPilot FAILED_SETUP",
         r"FAILED_SETUP",
+        # DDP's reducer: parameters that took no part in the loss (the model's code)
+        r"Expected to have finished reduction in the prior iteration",
         # argparse refusing the command line (torchrun's, the script's)
         r"error: unrecognized arguments|error: the following arguments are required"
         r"|error: argument \S+: (invalid|expected)",
