@@ -361,3 +361,15 @@ def test_a_classs_own_words_decide_only_where_nothing_names_the_failure():
     # a gRPC call's deadline is not the job's time limit
     grpc = '{"description":"Deadline Exceeded","file":"src/core/ext/filters/deadline"}'
     assert diagnose_text(grpc).code != "TIME_LIMIT"
+
+
+def test_an_exceptions_message_in_a_classs_own_words_names_the_class():
+    assert diagnose_text("ValueError: The provided token has expired.").code == "AUTH"
+    assert diagnose_text("RuntimeError: Failed to save checkpoint to /ckpt/step_100").code == (
+        "STORAGE"
+    )
+    # a tokenizer's token is not a credential
+    assert diagnose_text("ValueError: token 50257 is invalid for a vocabulary of 50257").code == (
+        "USER_ERROR"
+    )
+    assert diagnose_text("AssertionError: wrong token id 7 at position 3").code == "USER_ERROR"

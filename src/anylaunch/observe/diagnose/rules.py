@@ -1237,6 +1237,64 @@ RULES: list[Rule] = [
         r"returned non-zero exit status",
         weak=True,
     ),
+    # --- A class's own words, in any emitter's sentence ------------------------------------
+    # Last, and weak: a line no rule above names, and that no exception's class names
+    # either, is read for the words engineers use for a failure of that class ("the
+    # token is expired", "not enough free GPUs to start", "time value exceeded"). They
+    # decide only when no line of the log names a failure outright.
+    _r(
+        "TIME_LIMIT",
+        "the words of a time limit, in any scheduler's or runner's sentence",
+        # (not a deadline: gRPC's and HTTP clients' "Deadline Exceeded" is one call's)
+        r"\b(time ?limit|wall ?(clock|time)|run ?time|time value|execution time|time budget)"
+        r"\b.{0,40}\b(exceeded|reached|expired|hit|ran out)\b",
+        r"\b(exceeded|reached|hit)\b.{0,20}\b(its |the |a |job |task )?(time ?limit|wall ?time|max(imum)?( allowed)? ?run ?time)\b",
+        weak=True,
+        words=("time", "wall"),
+    ),
+    _r(
+        "AUTH",
+        "the words of a credential refused, in any client's sentence",
+        # (a bare "token" is as often a tokenizer's: only one a credential's word qualifies)
+        r"\b(((access|auth|api|bearer|hf|hub|personal|provided|your|user|login|session|oauth|refresh)"
+        r"[ _-])token|credentials?|api[ _-]?key|password|access key|secret key)s?\b.{0,40}"
+        r"\b(invalid|expired|incorrect|revoked|rejected|not valid|wrong)\b",
+        r"\b(expired|revoked)\b.{0,20}\b(token|credentials?|api[ _-]?key|password)\b",
+        r"\b(unauthenticated|not authenticated|authentication (error|failure)|unauthori[sz]ed)\b",
+        weak=True,
+        words=("token", "credential", "key", "password", "authent", "authori"),
+    ),
+    _r(
+        "NO_CAPACITY",
+        "the words of capacity that is not there, in any cloud's or platform's sentence",
+        r"\b(not enough|insufficient|no|lack of)\b (free |available |idle |spare )?(GPUs?|accelerators?"
+        r"|instances?|machines?|capacity|runtimes?)\b.{0,40}\b(available|to (start|deploy|schedule"
+        r"|launch|fulfill|satisfy|place|provision))\b",
+        r"\b(instances?|capacity|machines?)\b (is |are )?(currently )?(unavailable|not available|sold out"
+        r"|exhausted)\b",
+        weak=True,
+        words=("gpu", "accelerator", "instance", "machine", "capacity", "runtime"),
+    ),
+    _r(
+        "STORAGE",
+        "the words of a disk or a store that failed, in any program's sentence",
+        r"\b(disk|volume|file ?system|partition|bucket|mount ?point)s?\b.{0,40}\b(is |was )?(full|out of space"
+        r"|no space|not mounted|read-only|unavailable)\b",
+        r"\b(failed|unable|error|cannot|could not)\b.{0,20}\b(writ\w*|sav\w*|upload\w*)\b.{0,40}"
+        r"\b(checkpoint|bucket|blob|object store)\b",
+        weak=True,
+        words=(
+            "disk",
+            "volume",
+            "file",
+            "partition",
+            "bucket",
+            "mount",
+            "checkpoint",
+            "blob",
+            "object",
+        ),
+    ),
     _r(
         "USER_ERROR",
         "python/cpython; bash; SkyPilot FAILED_SETUP",
@@ -1306,62 +1364,6 @@ RULES: list[Rule] = [
         r"\bJob \S+ failed with return code list: \[|Job finished \(status: FAILED\)",
         weak=True,
         case=True,
-    ),
-    # --- A class's own words, in any emitter's sentence ------------------------------------
-    # Last, and weak: a line no rule above names, and that no exception's class names
-    # either, is read for the words engineers use for a failure of that class ("the
-    # token is expired", "not enough free GPUs to start", "time value exceeded"). They
-    # decide only when no line of the log names a failure outright.
-    _r(
-        "TIME_LIMIT",
-        "the words of a time limit, in any scheduler's or runner's sentence",
-        # (not a deadline: gRPC's and HTTP clients' "Deadline Exceeded" is one call's)
-        r"\b(time ?limit|wall ?(clock|time)|run ?time|time value|execution time|time budget)"
-        r"\b.{0,40}\b(exceeded|reached|expired|hit|ran out)\b",
-        r"\b(exceeded|reached|hit)\b.{0,20}\b(its |the |a |job |task )?(time ?limit|wall ?time|max(imum)?( allowed)? ?run ?time)\b",
-        weak=True,
-        words=("time", "wall"),
-    ),
-    _r(
-        "AUTH",
-        "the words of a credential refused, in any client's sentence",
-        r"\b(token|credentials?|api[ _-]?key|password|access key|secret key)s?\b.{0,40}"
-        r"\b(invalid|expired|incorrect|revoked|rejected|not valid|wrong)\b",
-        r"\b(expired|revoked|incorrect|wrong)\b.{0,20}\b(token|credentials?|api[ _-]?key|password)\b",
-        r"\b(unauthenticated|not authenticated|authentication (error|failure)|unauthori[sz]ed)\b",
-        weak=True,
-        words=("token", "credential", "key", "password", "authent", "authori"),
-    ),
-    _r(
-        "NO_CAPACITY",
-        "the words of capacity that is not there, in any cloud's or platform's sentence",
-        r"\b(not enough|insufficient|no|lack of)\b (free |available |idle |spare )?(GPUs?|accelerators?"
-        r"|instances?|machines?|capacity|runtimes?)\b.{0,40}\b(available|to (start|deploy|schedule"
-        r"|launch|fulfill|satisfy|place|provision))\b",
-        r"\b(instances?|capacity|machines?)\b (is |are )?(currently )?(unavailable|not available|sold out"
-        r"|exhausted)\b",
-        weak=True,
-        words=("gpu", "accelerator", "instance", "machine", "capacity", "runtime"),
-    ),
-    _r(
-        "STORAGE",
-        "the words of a disk or a store that failed, in any program's sentence",
-        r"\b(disk|volume|file ?system|partition|bucket|mount ?point)s?\b.{0,40}\b(is |was )?(full|out of space"
-        r"|no space|not mounted|read-only|unavailable)\b",
-        r"\b(failed|unable|error|cannot|could not)\b.{0,20}\b(writ\w*|sav\w*|upload\w*)\b.{0,40}"
-        r"\b(checkpoint|bucket|blob|object store)\b",
-        weak=True,
-        words=(
-            "disk",
-            "volume",
-            "file",
-            "partition",
-            "bucket",
-            "mount",
-            "checkpoint",
-            "blob",
-            "object",
-        ),
     ),
 ]
 
