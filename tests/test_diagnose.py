@@ -373,3 +373,40 @@ def test_an_exceptions_message_in_a_classs_own_words_names_the_class():
         "USER_ERROR"
     )
     assert diagnose_text("AssertionError: wrong token id 7 at position 3").code == "USER_ERROR"
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        (
+            "botocore.exceptions.ClientError: An error occurred (UnauthorizedOperation) when "
+            "calling the RunInstances operation: You are not authorized to perform this operation.",
+            "AUTH",
+        ),
+        (
+            "googleapiclient.errors.HttpError: <HttpError 403 when requesting https://compute."
+            "googleapis.com/compute/v1/projects/p/zones/us-central1-a/instances returned "
+            "\"Required 'compute.instances.create' permission for 'projects/p/zones/"
+            "us-central1-a/instances/trainer-0'\">",
+            "AUTH",
+        ),
+        (
+            "(AuthorizationFailed) The client 'sp-train' with object id '0000' does not have "
+            "authorization to perform action 'Microsoft.Compute/virtualMachines/write' over scope",
+            "AUTH",
+        ),
+        (
+            "botocore.exceptions.ClientError: An error occurred (InvalidParameterValue) when "
+            "calling the RunInstances operation: Value (p9.xlarge) for parameter instanceType "
+            "is invalid.",
+            "SUBMIT_CONFIG",
+        ),
+        (
+            "botocore.exceptions.ClientError: An error occurred (ValidationException) when "
+            "calling the SubmitJob operation: Container overrides are not valid",
+            "SUBMIT_CONFIG",
+        ),
+    ],
+)
+def test_the_clouds_own_error_codes_name_their_class(message: str, code: str) -> None:
+    assert diagnose_text(message).code == code

@@ -665,6 +665,14 @@ RULES: list[Rule] = [
         r"\(AccessDeniedException\) when calling the (?!\w*(Object|Bucket|Upload))\w+ operation",
         r"\bis not authorized to perform:? (?!s3:)[\w-]+:\w+",
         r"\b(personal|write|read)[- ]access (account )?token\b",
+        # the clouds' own codes for a caller they could not authenticate or would not
+        # let act (EC2's and STS's error codes, Google's API errors, Azure Resource
+        # Manager's and Entra ID's)
+        r"\b(UnauthorizedOperation|AuthFailure|InvalidClientTokenId|MissingAuthenticationToken"
+        r"|IncompleteSignature|InvalidSignatureException)\b",
+        r"\bRequired '[\w.]+' permission for\b|\bThe caller does not have permission\b",
+        r"\bAuthorizationFailed\b|does not have authorization to perform action",
+        r"\b(Invalid|Expired)AuthenticationToken\b|\bAADSTS\d{5,}\b",
         r"\bCloudUserIdentityError\b",
     ),
     # torch's wrapper says "failed or timed out": a line that says which wins over it.
@@ -849,8 +857,11 @@ RULES: list[Rule] = [
         r"due to invalid cloud (credentials|config)",
         r"admission webhook .* denied the request",
         r"is invalid: spec\.",
-        # SageMaker's API refusing the job it was asked to create; YARN's refusing a request
-        r"\(ValidationException\) when calling the Create\w+ operation",
+        # an AWS API refusing the request's parameters (SageMaker's, Batch's), EC2's codes
+        # for a parameter or a resource the request names that is not valid; YARN's
+        r"\(ValidationException\) when calling the \w+ operation",
+        r"\b(InvalidParameterValue|InvalidParameterCombination|InvalidAMIID\.\w+|InvalidSubnetID\.\w+"
+        r"|InvalidGroup\.NotFound|InvalidKeyPair\.NotFound)\b",
         r"\bInvalidResourceRequestException\b|\bInvalid resource request\b",
     ),
     _r(
