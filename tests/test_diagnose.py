@@ -410,3 +410,13 @@ def test_an_exceptions_message_in_a_classs_own_words_names_the_class():
 )
 def test_the_clouds_own_error_codes_name_their_class(message: str, code: str) -> None:
     assert diagnose_text(message).code == code
+
+
+def test_a_traceback_frame_line_is_decoration_but_a_paste_joined_onto_it_is_read():
+    frame = '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/c10d.py", line 1906, in broadcast'
+    assert diagnose_text(frame).code == "UNKNOWN"
+    joined = (
+        frame + " 10: work = default_pg.broadcast([tensor], opts) 10: torch.distributed."
+        "DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1331, unhandled system error"
+    )
+    assert diagnose_text(joined).code == "NCCL_ERROR"

@@ -98,3 +98,10 @@ def test_pythons_usual_logging_formats_are_read_past_to_the_message():
 def test_a_frameworks_logger_prefix_names_the_rank():
     (line,) = parse("[olmo.util:623, rank=0] _s3_file_size failed attempt 2 with retriable error")
     assert (line.rank, line.text) == (0, "_s3_file_size failed attempt 2 with retriable error")
+
+
+def test_a_time_in_brackets_of_any_script_before_the_rank_prefix_is_read_past():
+    (line,) = parse("【2025-08-21 11:48:44】[rank7]: torch.OutOfMemoryError: CUDA out of memory.")
+    assert (line.rank, line.text) == (7, "torch.OutOfMemoryError: CUDA out of memory.")
+    (line,) = parse("[2025-08-21 11:48:44,120] [rank2]: boom")
+    assert line.rank == 2

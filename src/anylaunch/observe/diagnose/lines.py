@@ -26,6 +26,8 @@ _STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d
 _COMPOSE = re.compile(r"^[\w.-]+[-_]\d+\s+\| ")
 _SYSLOG = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+(?:\[\d+\])?: ")
 _DMESG = re.compile(r"^\[ *\d+\.\d{6}\] ")
+# a time in brackets before everything else, in any script's brackets ("【2025-08-21 11:48:44】")
+_BRACKET_STAMP = re.compile(r"^[\[【]\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]】]{0,20}[\]】] ?")
 # A paste that begins mid-line may have lost the bracket before it ("rank4]: ...").
 _RANK = re.compile(r"^(?:\[rank(\d+)\]:?|rank(\d+)\]:)\s?")
 _TEE = re.compile(r"^\[default(\d+)\]:")
@@ -48,6 +50,7 @@ _PREFIXES: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (_COMPOSE, None),
     (_SYSLOG, None),
     (_DMESG, None),
+    (_BRACKET_STAMP, None),
     (_RAY, None),
     (_SKY, "rank"),
     (_SRUN, "rank"),

@@ -64,7 +64,7 @@ def _r(
 IGNORE = re.compile(
     r"ChildFailedError|^(To enable traceback|traceback\s*:|error_file\s*:|host\s*:|time\s*:|"
     r"exitcode\s*:|rank\s*:|Failures:|Root Cause|<NO_OTHER_FAILURES>|[=-]{5,}\s*$|\[\d+\]:$)|"
-    r"^\s*File \"|^frame #\d+:",
+    r"^\s*File \"[^\"]*\", line \d+(, in \S+)?\s*$|^frame #\d+:",
     re.IGNORECASE,
 )
 
@@ -158,6 +158,9 @@ RULES: list[Rule] = [
         "OOM_HOST",
         "kubernetes pkg/kubelet/eviction (memory pressure)",
         r"The node was low on resource: \[?memory\b",
+        # Ray's raylet killing workers for the node's memory; TensorFlow's host allocator
+        r"killed due to memory pressure \(OOM\)",
+        r"OOM when allocating tensor .{0,200}device:CPU|\bby allocator cpu\b",
     ),
     _r(
         "PREEMPTED",
@@ -170,6 +173,8 @@ RULES: list[Rule] = [
         r"The node was low on resource",
         r"\bPod was (evicted|preempted)",
         r"\bPreempt(ed|ing)\b|\bpre-empt(ed|ion)\b|\bPreemptionError\b",
+        # Karpenter acting on the cloud's spot interruption notice
+        r"\bSpotInterruption\w*\b|\bdelete from interruption message\b",
         # AWS Batch and ECS: the instance under the job was taken away
         r"Host EC2 \(instance \S+\) terminated",
         r"spot (instance|VM)?.{0,40}(interrupt|reclaim|terminat)",
@@ -324,7 +329,7 @@ RULES: list[Rule] = [
     _r(
         "OOM_GPU",
         "NVIDIA/nccl src/include/checks.h, src/include/alloc.h",
-        r"Cuda failure '?out of memory",
+        r"Cuda failure (\d+ )?'?out of memory",
         r"Failed to CUDA (malloc|calloc)",
     ),
     _r(
@@ -436,6 +441,8 @@ RULES: list[Rule] = [
         # said (a full disk, an I/O error).
         r"failed to (register|extract|apply) layer|\bApplyLayer\b|Error processing tar file",
         r"Error pulling image",
+        r"\bpulling image: |\berror pinging (docker )?registry\b",
+        r"\bdoes not exist or no pull access\b",
         r"\b(reading|fetching|parsing|getting|retrieving) (image )?manifest\b",
         r"\binitializing source \w+://",
         r"error fetching (the )?(image|layer|blob)|error pulling (the )?(image|layer|blob)"
@@ -582,6 +589,8 @@ RULES: list[Rule] = [
         "CONTAINER_MOUNT",
         "kubernetes pkg/kubelet/volumemanager, pkg/kubelet/container; NVIDIA/nvidia-container-toolkit",
         r"MountVolume\.\w+ failed",
+        # a pod the scheduler cannot place until its volume claim is bound
+        r"pod has unbound (immediate )?PersistentVolumeClaims",
         r"Unable to attach or mount volumes",
         r"timeout expired waiting for volumes to attach",
         r"\bFailedMount\b|\bFailedAttachVolume\b",
@@ -598,6 +607,7 @@ RULES: list[Rule] = [
         r"FailedCreatePodSandBox|Failed to create pod sandbox",
         r"nvidia-container-cli: \w+ error",
         r"(?<!pyxis: )couldn't start container|(?<!pyxis: )container start failed",
+        r"Failed to set securebits",
         r"could not select device driver",
         # a secret or config map the pod mounts or reads that does not exist
         r"Error: (secret|configmap)s? \"[^\"]+\" not found",
@@ -626,6 +636,8 @@ RULES: list[Rule] = [
         r"pyxis: couldn't start container",
         r"pyxis: container start (failed|error)",
         r"Plugin (stack )?initialization failed",
+        # Singularity 2's abort after its own error line (which says why, when a rule knows it)
+        r"^ABORT\s*: Retval = \d+",
         weak=True,
     ),
     # --- Credentials and storage ----------------------------------------------------------
@@ -721,6 +733,8 @@ RULES: list[Rule] = [
         r"Input/output error|\bEIO\b",
         r"\[Errno \d+\] [^:]{0,60}: '/(\S*/)?(s3|gcs|gcsfuse|buckets?|blob\w*|juicefs|mountpoint\w*|s3mnt|gcsmnt)/",
         r"PermissionError: \[Errno 13\] Permission denied|\[Errno 13\] Permission denied: '",
+        # coreutils refused a file operation (a mount the job's user may not write)
+        r"^(touch|mkdir|cp|mv|rm|ln|tee|dd|rsync|tar): .{0,160}\bPermission denied\s*$",
         # SageMaker finding no data under the job's input prefix
         r"No S3 objects found under S3 URL",
         # TensorFlow's and absl's status ("Permission denied: /models; ...")
@@ -836,6 +850,8 @@ RULES: list[Rule] = [
         r"qsub: (submit )?(error: |error \()?(Job exceeds queue|Unknown queue|Job rejected by all possible destinations"
         r"|Illegal attribute or resource value|Unknown resource)",
         r"\bJob not submitted\b|Bad resource requirement syntax",
+        r"qsub: submit filter returned an error code",
+        r"\bQOSMax\w+PerJob\b",
         r"anylaunch: error: \S+:\d+:",
         # squeue's reasons for a job the partition's own limits hold forever
         r"\((PartitionConfig|PartitionTimeLimit)\)\s*$",
@@ -896,7 +912,7 @@ RULES: list[Rule] = [
         r"\b(no|not (having |have )?(enough|sufficient)|insufficient|out of|lack of"
         r"|unable to (provision|acquire|allocate))"
         r"\b[\w\s/.-]{0,40}\bcapacity\b",
-        r"\b(insufficient|exceed\w*|exhausted)\b.{0,60}\bquota\b",
+        r"\b(insufficient|exceed\w*|exhausted|not enough)\b.{0,60}\bquota\b|\bOutOfQuota\b",
         # a spot bid below the market price: no spot capacity at that price
         r"\bSpotMaxPriceTooLow\b|\bspot (request )?price\b.{0,60}\blower than\b",
         r"NO_CAPACITY\b|\bNoCapacity\w*|CapacityError\b",
@@ -995,6 +1011,9 @@ RULES: list[Rule] = [
         r"|InvalidArgument)\b",
         r"\(run with NCCL_DEBUG=\w+ for details\)",
         r"unhandled (system|cuda) error",
+        # NCCL's CUDACHECK ("Cuda failure 217 'peer access is not supported ...'")
+        r"\bCuda failure \d+ '",
+        r"\bUnhandledCudaError\b|\bCall to CUDA function failed\b",
         r"NCCL failure \S+ '",
         r"internal error - please report this issue to the NCCL developers",
         r"remote process exited or there was a network error",
@@ -1349,7 +1368,10 @@ RULES: list[Rule] = [
         r"command not found",
         # a parallel layout that does not divide the model or the batch (Megatron, vLLM,
         # NeMo, DeepSpeed check their configuration this way)
-        r"\bmust be divisible by\b|\bis not divisible by\b",
+        r"\bmust be (evenly )?divisible by\b|\bis not (evenly )?divisible by\b",
+        # torch's view of a tensor into a shape its size does not fill; an assert quoted
+        r"shape '\[[\d, -]*\]' is invalid for input of size \d+",
+        r"`assert [^`]+`",
         # an extension built against another torch or CUDA than the one installed
         r"\bundefined symbol: \w+",
         r"No module named",
