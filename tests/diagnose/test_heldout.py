@@ -15,9 +15,9 @@ from pathlib import Path
 from anylaunch.observe.diagnose import score
 
 HELD_OUT = Path(__file__).resolve().parent / "heldout"
-# 88 of its 100 unambiguous messages were right when it arrived (class, and the node or
-# rank where a case names one; its README).
-FLOOR = 0.88
+# 108 of its 118 unambiguous messages were right when it arrived (class, and the rank
+# where a case names one; its README).
+FLOOR = 0.915
 
 
 def test_the_held_out_set_holds_real_messages_from_many_repositories():
