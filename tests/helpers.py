@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import sqlite3
 import sys
@@ -41,6 +42,24 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def free_port_pair() -> int:
+    """A port P such that nothing listens on P or P + 1 now, for a job whose node N serves
+    on P + N. Taken below the kernel's range of ephemeral ports: a port from that range
+    (what `free_port` gets) is free only of listeners, and any outgoing connection of
+    this or another suite may take its neighbour before the job binds it."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(1000):
+        port = random.randrange(10_000, low - 1)
+        try:
+            with socket.socket() as first, socket.socket() as second:
+                first.bind(("127.0.0.1", port))
+                second.bind(("127.0.0.1", port + 1))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no two adjacent free ports below the ephemeral range")
 
 
 def read_store(path: Path, *, immutable: bool = True) -> sqlite3.Connection:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import free_port, wait_until
+from helpers import free_port_pair, wait_until
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 STUCK = "stuck_in_the_loop"
@@ -24,7 +24,7 @@ SECRET = "hf_live_test_secret_value_42"
 @pytest.fixture
 def stuck_job(cli, cli_inproc, write, torch):
     """A running 2 nodes x 2 ranks job whose ranks are stuck, node N serving `node N`."""
-    port = free_port()
+    port = free_port_pair()
     path = write(
         f"""
         name: stuck

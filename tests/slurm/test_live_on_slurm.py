@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import free_port, wait_until
+from helpers import free_port, free_port_pair, wait_until
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 STUCK = "stuck_in_the_loop"
@@ -31,7 +31,7 @@ def job_file(write, body: str) -> Path:
 
 @pytest.fixture
 def stuck_on_slurm(cli, cli_inproc, write, slurm_conf, leave_no_job_behind, torch):
-    port = free_port()
+    port = free_port_pair()
     path = job_file(
         write,
         f"""

@@ -31,7 +31,7 @@ from anylaunch.backends.slurm.login import Login
 from anylaunch.observe import live
 from anylaunch.state import State
 from anylaunch.store import Store
-from helpers import free_port, wait_until
+from helpers import free_port_pair, wait_until
 
 PY = sys.executable
 REAL_SSH = "/usr/bin/ssh"
@@ -427,7 +427,7 @@ def test_exec_and_forward_reach_a_remote_jobs_nodes_through_the_login_node(
     cli, cluster, tmp_path, home
 ):
     """srun --overlap runs on the login node too: this side has no Slurm to run it."""
-    port = free_port()
+    port = free_port_pair()
     folder = project(tmp_path, {"serve.py": SERVE})
     path = job(
         folder,
