@@ -26,6 +26,7 @@ class Finding:
     emitter: str
     reading: signals.Reading | None = None  # set when only a signal/exit status spoke
     generic: bool = False  # the rule names only the shape of a line (an exception's)
+    rule: rules.Rule | None = None  # the rule that named the line, when one did
 
     @property
     def key(self) -> tuple[int, int]:
@@ -41,13 +42,13 @@ def find(line: LogLine) -> Finding | None:
     if reading is not None:
         finding = Finding(line, reading.code, rules.WEAK, reading.meaning.source, reading)
     elif rule is not None:
-        finding = Finding(line, rule.code, rule.strength, rule.source, generic=rule.generic)
+        finding = Finding(
+            line, rule.code, rule.strength, rule.source, generic=rule.generic, rule=rule
+        )
     else:
         return None
     if is_warning(line.text):
-        return Finding(
-            line, finding.code, WARNING, finding.emitter, finding.reading, finding.generic
-        )
+        return dataclasses.replace(finding, strength=WARNING)
     return finding
 
 
@@ -75,7 +76,7 @@ def find_wrapped(
                           line.local_rank, line.source))  # fmt: skip
     if joined is None or joined.strength < rules.STRONG or joined.generic:
         return None
-    if named and rules.place(f"{line.text} {text}") >= rules.place(line.text):
+    if named and alone is not None and rules.place(joined.rule) >= rules.place(alone.rule):
         return None  # not more specific than what the line says alone
     if any(f is not None and f.code == joined.code for f in (alone, after_alone)):
         return None  # what one of the lines says by itself

@@ -113,7 +113,7 @@ class LogLine:
         return ", ".join(parts)
 
 
-def hard_wrap_width(lines: list[str]) -> int | None:
+def _hard_wrap_width(lines: list[str]) -> int | None:
     """The width a terminal or a copy broke every long line at, if it did: two or more
     lines of exactly the longest length, one of them ending in the middle of a word
     ("... Due to the asynchr" / "onous nature of CUDA kernels ...")."""
@@ -131,7 +131,7 @@ def hard_wrap_width(lines: list[str]) -> int | None:
 def parse(text: str, *, node: int | None = None, source: str = "log") -> list[LogLine]:
     out = []
     cleaned = [_clean(raw) for raw in text.splitlines()]
-    width = hard_wrap_width(cleaned)
+    width = _hard_wrap_width(cleaned)
     before: dict[str, int | None] = {}
     for lineno, line in enumerate(cleaned, 1):
         found: dict[str, int | None] = {"node": node, "rank": None, "local": None}

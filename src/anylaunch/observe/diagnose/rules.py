@@ -1423,6 +1423,14 @@ _PREFIX = re.compile(
 ROOT_CAUSE_RANK = re.compile(r"^rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
 
 
+def place(rule: Rule | None) -> int:
+    """Where `rule` stands in RULES, past the end for none: of two rules naming one line,
+    the one before is the more specific."""
+    return _PLACE[id(rule)] if rule is not None else len(RULES)
+
+
+_PLACE = {id(rule): i for i, rule in enumerate(RULES)}
+
 # Each rule's words by their first three letters: a line's three-letter slices find the
 # rules it may match without testing every word of every rule.
 _BY_PREFIX: dict[str, list[tuple[int, str]]] = {}
@@ -1440,12 +1448,6 @@ def _candidates(lower: str) -> set[int]:
             if index not in found and word in lower:
                 found.add(index)
     return found
-
-
-def place(text: str) -> int:
-    """Where the rule that names `text` stands in RULES (past the end when none does)."""
-    rule = classify(text)
-    return RULES.index(rule) if rule is not None else len(RULES)
 
 
 def classify(text: str) -> Rule | None:
